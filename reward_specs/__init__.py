@@ -1,0 +1,43 @@
+"""Proctor's reward semantics: one scorer per domain, versioned specs, and the scoring engine.
+
+Importable with no server running; the service and `proctor score` both call `score_item`.
+"""
+
+from reward_specs.domains import SCORERS, default_registry
+from reward_specs.engine import Item, Outcome, Status, item_key, score_item, strip_reasoning
+from reward_specs.registry import Registry, UnknownDomain
+from reward_specs.scorer import (
+    DomainConfig,
+    Example,
+    InvalidReference,
+    Judgement,
+    ReferenceModel,
+    ScoreContext,
+    Scorer,
+)
+from reward_specs.spec import BUILTIN_SPEC_DIR, Spec, SpecError, load_spec_file, load_specs
+
+__all__ = [
+    "BUILTIN_SPEC_DIR",
+    "SCORERS",
+    "DomainConfig",
+    "Example",
+    "InvalidReference",
+    "Item",
+    "Judgement",
+    "Outcome",
+    "ReferenceModel",
+    "Registry",
+    "ScoreContext",
+    "Scorer",
+    "Spec",
+    "SpecError",
+    "Status",
+    "UnknownDomain",
+    "default_registry",
+    "item_key",
+    "load_spec_file",
+    "load_specs",
+    "score_item",
+    "strip_reasoning",
+]

@@ -1,0 +1,160 @@
+"""Scoring one item under a spec: the single code path shared by the service and `proctor score`.
+
+`score_item` validates the reference against the domain's schema, strips reasoning when the spec
+says so, calls the domain's scorer and applies the termination penalties. Its result is an
+`Outcome` with exactly one of three statuses, decided by who caused what happened:
+
+- `ok`: the response was judged (a verifier timeout caused by the response is a judged 0);
+- `invalid`: the item's reference or domain is unusable (`InvalidReference`, schema errors);
+- `infra_error`: anything else, i.e. a failure of ours; the item was not judged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from reward_specs.registry import Registry, UnknownDomain
+from reward_specs.scorer import InvalidReference, ScoreContext
+from reward_specs.spec import Spec
+from reward_specs.termination import TerminationInput, apply_termination
+
+__all__ = ["Item", "Outcome", "Status", "item_key", "score_item", "strip_reasoning"]
+
+log = logging.getLogger(__name__)
+
+Status = Literal["ok", "infra_error", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    domain: str
+    response: str
+    reference: Mapping[str, Any]
+    finish_reason: str | None = None
+    response_tokens: int | None = None
+    max_response_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: Status
+    reward: float | None = None
+    score: float | None = None
+    success: bool | None = None
+    parsed: bool | None = None
+    penalties: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, str] | None = None
+    elapsed_ms: float = 0.0
+
+    @classmethod
+    def failure(cls, status: Status, code: str, message: str, elapsed_ms: float = 0.0) -> Outcome:
+        return cls(status=status, error={"code": code, "message": message}, elapsed_ms=elapsed_ms)
+
+    def with_elapsed(self, elapsed_ms: float) -> Outcome:
+        return Outcome(**{**_fields(self), "elapsed_ms": elapsed_ms})
+
+    def as_dict(self) -> dict[str, Any]:
+        return _fields(self)
+
+
+def _fields(outcome: Outcome) -> dict[str, Any]:
+    return {name: getattr(outcome, name) for name in Outcome.__slots__}
+
+
+def strip_reasoning(response: str) -> str:
+    """The answer part of a response: after the last `</think>`; nothing if thinking never ended."""
+    head, sep, tail = response.rpartition("</think>")
+    if sep:
+        return tail
+    if "<think>" in response:
+        return ""
+    return response
+
+
+def item_key(spec: Spec, item: Item) -> str:
+    """Identical keys score identically: everything `score_item` reads, hashed."""
+    payload = json.dumps(
+        [
+            spec.hash,
+            item.domain,
+            item.response,
+            item.reference,
+            item.finish_reason,
+            item.response_tokens,
+            item.max_response_tokens,
+        ],
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in ("reference", *error["loc"]))
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) -> Outcome:
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return round((time.perf_counter() - started) * 1000.0, 3)
+
+    try:
+        scorer = registry.get(item.domain)
+    except UnknownDomain:
+        return Outcome.failure(
+            "invalid", "unknown_domain", f"unknown domain {item.domain!r}", elapsed()
+        )
+    try:
+        reference = scorer.reference_type.model_validate(item.reference)
+    except ValidationError as exc:
+        return Outcome.failure("invalid", "invalid_reference", _validation_message(exc), elapsed())
+
+    text = strip_reasoning(item.response) if spec.response.strip_reasoning else item.response
+    try:
+        judgement = scorer.score(text, reference, spec.config(item.domain), ctx)
+    except InvalidReference as exc:
+        return Outcome.failure("invalid", exc.code, str(exc), elapsed())
+    except Exception as exc:  # a bug or a broken dependency of ours: never a wrong answer
+        log.exception("scorer %s failed", item.domain)
+        return Outcome.failure(
+            "infra_error", "scorer_error", f"{type(exc).__name__}: {exc}"[:500], elapsed()
+        )
+
+    reward, penalties, diagnostics = apply_termination(
+        judgement.score,
+        TerminationInput(
+            response=item.response,
+            finish_reason=item.finish_reason,
+            response_tokens=item.response_tokens,
+            max_response_tokens=item.max_response_tokens,
+        ),
+        spec.termination,
+    )
+    details = dict(judgement.details)
+    if diagnostics:
+        details["termination"] = diagnostics
+    return Outcome(
+        status="ok",
+        reward=reward,
+        score=judgement.score,
+        success=judgement.success,
+        parsed=judgement.parsed,
+        penalties=penalties,
+        details=details,
+        elapsed_ms=elapsed(),
+    )

@@ -1,0 +1,84 @@
+"""Finding the final answer in a response: the last `\\boxed{}` and the "answer is" fallbacks.
+
+Shared by the math and STEM scorers. Braces are matched, so `\\boxed{\\frac{1}{2}}` yields
+`\\frac{1}{2}`; `\\fbox{}` and `\\boxed x` (no braces) are recognised too. Nothing here raises on
+any input.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = ["Fallback", "extract_answer", "last_boxed", "answer_is"]
+
+Fallback = Literal["answer_is"]
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*")
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The content of the brace group opening at text[start] == '{', or None if it never closes.
+
+    Escaped braces (`\\{`, `\\}`) do not count.
+    """
+    depth = 0
+    i = start
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i]
+        i += 1
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last complete `\\boxed{...}` (or `\\fbox{...}`, or `\\boxed x`)."""
+    for match in reversed(list(_BOX.finditer(text))):
+        end = match.end()
+        if end < len(text) and text[end] == "{":
+            content = _balanced(text, end)
+            if content is not None:
+                return content.strip()
+        elif end < len(text) and match.group(0).endswith(" "):
+            token = re.match(r"[^\s$]+", text[end:])
+            if token:
+                return token.group(0).strip()
+    return None
+
+
+_ANSWER_IS = re.compile(
+    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*:?\s*(?P<ans>[^\n]+)",
+    re.IGNORECASE,
+)
+
+
+def answer_is(text: str) -> str | None:
+    """The text after the last "the answer is" / "final answer:" / "Answer:" on its line."""
+    matches = list(_ANSWER_IS.finditer(text))
+    if not matches:
+        return None
+    answer = matches[-1].group("ans").strip()
+    answer = re.sub(r"[.\s]+$", "", answer)
+    answer = re.sub(r"^\$+|\$+$", "", answer).strip()
+    return answer or None
+
+
+def extract_answer(text: str, fallbacks: tuple[Fallback, ...]) -> tuple[str | None, str]:
+    """(answer, how it was found); the last `\\boxed{}` first, then each fallback in order."""
+    boxed = last_boxed(text)
+    if boxed:
+        return boxed, "boxed"
+    for fallback in fallbacks:
+        if fallback == "answer_is":
+            found = answer_is(text)
+            if found:
+                return found, fallback
+    return None, "none"

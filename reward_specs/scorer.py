@@ -1,0 +1,104 @@
+"""The contract every domain scorer implements.
+
+A scorer turns one response and its validated reference into a `Judgement` under a pydantic config
+taken from the spec. It never reports a service failure as a wrong answer: whatever the *response*
+causes (an unparsable answer, a verifier timeout on a pathological expression, code that crashes)
+is a judged outcome; whatever makes the *reference* unusable raises `InvalidReference`; anything
+else that goes wrong is ours and propagates, and the engine turns it into `infra_error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "DomainConfig",
+    "Example",
+    "InvalidReference",
+    "Judgement",
+    "ReferenceModel",
+    "ScoreContext",
+    "Scorer",
+]
+
+
+class DomainConfig(BaseModel):
+    """Base of every domain's spec parameters: immutable, and unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ReferenceModel(BaseModel):
+    """Base of every domain's reference schema. Unknown keys are tolerated (datasets carry extras)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The verdict on one response, before termination penalties."""
+
+    score: float
+    success: bool
+    parsed: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def unparsed(cls, reason: str, **details: Any) -> Judgement:
+        """No answer could be extracted in the expected format: no credit."""
+        return cls(score=0.0, success=False, parsed=False, details={"reason": reason, **details})
+
+
+class InvalidReference(ValueError):
+    """The item's reference cannot be scored (unknown task, malformed tests): status `invalid`."""
+
+    def __init__(self, message: str, code: str = "invalid_reference") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreContext:
+    """Process-local resources a scorer may use. Built once per worker, never per item."""
+
+    sandbox: Any = None
+    """A `sandboxes` backend for domains that execute code; None where none is configured."""
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A known-good item for the registry-wide invariants: `response` must score 1, "" must score 0."""
+
+    reference: Mapping[str, Any]
+    response: str
+
+
+C = TypeVar("C", bound=DomainConfig)
+R = TypeVar("R", bound=ReferenceModel)
+
+ScoreFn = Callable[[str, R, C, ScoreContext], Judgement]
+
+
+@dataclass(frozen=True, slots=True)
+class Scorer(Generic[R, C]):
+    """One domain's scorer, as registered.
+
+    `executor` tells the dispatcher where the work belongs: `process` for CPU-bound verification
+    (math-verify's timeouts rely on `signal.alarm`, which only works on a process's main thread),
+    `thread` for scorers that mostly wait on something else (a sandbox) and are safe to call from
+    several threads of one process.
+    """
+
+    domain: str
+    config_type: type[C]
+    reference_type: type[R]
+    score: ScoreFn[R, C]
+    examples: Callable[[], list[Example]]
+    executor: Literal["process", "thread"] = "process"
+    libraries: tuple[str, ...] = ()
+    """Distributions whose versions can change a verdict; they enter the spec hash."""
+    description: str = ""

@@ -1,0 +1,149 @@
+"""Versioned reward specs: every parameter that can change a reward, pinned in a TOML file.
+
+A spec file names itself, carries a version, and configures the response pre-processing, the
+termination penalties and each domain's scorer; domains it does not mention get their defaults,
+written out in full in the resolved spec so that the hash covers them. The hash also covers the
+versions of Proctor and of every verifier library a registered scorer declares, so the same hash
+means the same reward for the same input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from reward_specs.registry import Registry
+from reward_specs.scorer import DomainConfig
+from reward_specs.termination import TerminationConfig
+
+__all__ = [
+    "BUILTIN_SPEC_DIR",
+    "ResponseConfig",
+    "Spec",
+    "SpecError",
+    "load_spec_file",
+    "load_specs",
+]
+
+BUILTIN_SPEC_DIR = Path(__file__).parent / "specs"
+
+
+class SpecError(ValueError):
+    """A spec file is unreadable or inconsistent; raised at load time, never while scoring."""
+
+
+class ResponseConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strip_reasoning: bool = True
+    """Judge only the text after the last `</think>`; a response whose `<think>` never closes has
+    no answer at all."""
+
+
+class _SpecFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(..., pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    version: str = Field(..., pattern=r"^\d+\.\d+\.\d+$")
+    description: str = ""
+    response: ResponseConfig = ResponseConfig()
+    termination: TerminationConfig = TerminationConfig()
+    domains: dict[str, dict[str, Any]] = {}
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    version: str
+    description: str
+    response: ResponseConfig
+    termination: TerminationConfig
+    domains: Mapping[str, DomainConfig]
+    libraries: Mapping[str, str]
+    hash: str = field(default="")
+
+    def config(self, domain: str) -> DomainConfig:
+        return self.domains[domain]
+
+    def parameters(self) -> dict[str, Any]:
+        """Everything that can change a reward, as plain JSON data."""
+        return {
+            "response": self.response.model_dump(mode="json"),
+            "termination": self.termination.model_dump(mode="json"),
+            "domains": {d: c.model_dump(mode="json") for d, c in sorted(self.domains.items())},
+            "libraries": dict(sorted(self.libraries.items())),
+        }
+
+    def summary(self) -> dict[str, str]:
+        return {"name": self.name, "version": self.version, "hash": self.hash}
+
+
+def _library_versions(registry: Registry) -> dict[str, str]:
+    names = {"proctor"} | {lib for scorer in registry for lib in scorer.libraries}
+    versions = {}
+    for name in sorted(names):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not-installed"
+    return versions
+
+
+def _spec_hash(parameters: Mapping[str, Any]) -> str:
+    canonical = json.dumps(parameters, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _resolve(raw: _SpecFile, registry: Registry, source: str) -> Spec:
+    unknown = sorted(set(raw.domains) - set(registry.domains()))
+    if unknown:
+        raise SpecError(f"{source}: unknown domain(s) {', '.join(unknown)}")
+    domains: dict[str, DomainConfig] = {}
+    for scorer in registry:
+        try:
+            domains[scorer.domain] = scorer.config_type.model_validate(
+                raw.domains.get(scorer.domain, {})
+            )
+        except ValidationError as exc:
+            raise SpecError(f"{source}: domains.{scorer.domain}: {exc}") from exc
+    spec = Spec(
+        name=raw.name,
+        version=raw.version,
+        description=raw.description,
+        response=raw.response,
+        termination=raw.termination,
+        domains=domains,
+        libraries=_library_versions(registry),
+    )
+    return Spec(**{**spec.__dict__, "hash": _spec_hash(spec.parameters())})
+
+
+def load_spec_file(path: Path, registry: Registry) -> Spec:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = _SpecFile.model_validate(data)
+    except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:
+        raise SpecError(f"{path}: {exc}") from exc
+    if raw.name != path.stem:
+        raise SpecError(f"{path}: the spec is named {raw.name!r} but the file is {path.name!r}")
+    return _resolve(raw, registry, str(path))
+
+
+def load_specs(registry: Registry, directories: tuple[Path, ...] = (BUILTIN_SPEC_DIR,)) -> dict[str, Spec]:
+    """Load every `*.toml` spec in `directories`; a name defined twice is an error."""
+    specs: dict[str, Spec] = {}
+    for directory in directories:
+        for path in sorted(directory.glob("*.toml")):
+            spec = load_spec_file(path, registry)
+            if spec.name in specs:
+                raise SpecError(f"{path}: spec {spec.name!r} is defined twice")
+            specs[spec.name] = spec
+    return specs

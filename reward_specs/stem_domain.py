@@ -1,0 +1,244 @@
+"""STEM: multiple choice by letter, or a free-form numeric/symbolic answer with a relative tolerance.
+
+Multiple choice (`reference.choices` given). The chosen letter is read, in order of precedence, from
+the last `\\boxed{}`, the last "Answer: C" / "the answer is (C)", the last parenthesised letter
+"(C)", and the last "option C" / "choice C". Where one of those places holds the text of a choice
+instead of a letter, that choice is taken. Only letters of the offered choices count. The gold may be
+a letter, a 0-based index, or the text of the correct choice.
+
+Free form (no `choices`). The final answer (last `\\boxed{}`, then the fallbacks) is read as a number
+where it is one (`3.2e-5`, `3.2 \\times 10^{-5}`, `1/8`, thousands separators, a trailing unit) and
+compared with `rel_tol` (the reference's, else the spec's); otherwise it is compared symbolically
+with math-verify, as the math domain does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from typing import Any
+
+from pydantic import ConfigDict, Field, field_validator
+
+from reward_specs.extract import Fallback, answer_is, extract_answer, last_boxed
+from reward_specs.math_domain import MathConfig, equivalent
+from reward_specs.scorer import (
+    DomainConfig,
+    Example,
+    InvalidReference,
+    Judgement,
+    ReferenceModel,
+    ScoreContext,
+    Scorer,
+)
+
+__all__ = ["SCORER", "StemConfig", "StemReference", "parse_number"]
+
+LETTERS = string.ascii_uppercase
+
+
+class StemConfig(DomainConfig):
+    rel_tol: float = Field(1e-2, ge=0.0, le=1.0)
+    """Relative tolerance for free-form numeric answers when the reference gives none."""
+    abs_tol: float = Field(0.0, ge=0.0)
+    """Absolute tolerance, for golds at or near zero."""
+    fallbacks: tuple[Fallback, ...] = ("answer_is",)
+    symbolic: MathConfig = MathConfig()
+    """How non-numeric free-form answers are checked (math-verify)."""
+
+
+class StemReference(ReferenceModel):
+    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
+
+    answer: str = Field(..., min_length=1)
+    choices: list[str] | None = Field(None, min_length=2, max_length=26)
+    rel_tol: float | None = Field(None, ge=0.0, le=1.0)
+
+    @field_validator("choices")
+    @classmethod
+    def _choices_distinct(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len({_norm(c) for c in value}) != len(value):
+            raise ValueError("choices must be distinct")
+        return value
+
+
+def _norm(text: str) -> str:
+    text = re.sub(r"\\text\{([^}]*)\}", r"\1", text)
+    return re.sub(r"\s+", " ", text.strip().strip("$").strip()).rstrip(".").lower()
+
+
+# ---------------------------------------------------------------- multiple choice
+
+
+def _gold_index(reference: StemReference) -> int:
+    choices = reference.choices or []
+    gold = reference.answer.strip()
+    letter = re.fullmatch(r"\(?([A-Za-z])\)?", gold)
+    if letter and LETTERS.index(letter.group(1).upper()) < len(choices):
+        return LETTERS.index(letter.group(1).upper())
+    if gold.isdigit() and int(gold) < len(choices):
+        return int(gold)
+    for i, choice in enumerate(choices):
+        if _norm(choice) == _norm(gold):
+            return i
+    raise InvalidReference(f"the gold answer {gold[:100]!r} is neither a choice's letter nor its text")
+
+
+def _letter_in(text: str, n: int) -> int | None:
+    """A choice letter standing alone at the start of `text` ("C", "(C)", "C.", "C) foo")."""
+    m = re.match(r"^\s*\\?(?:text\{)?\(?([A-Z])\)?(?:\}|[.:)\s]|$)", text)
+    if m and LETTERS.index(m.group(1)) < n:
+        return LETTERS.index(m.group(1))
+    return None
+
+
+def _choice_text_in(text: str, choices: list[str]) -> int | None:
+    norm = _norm(text)
+    for i, choice in enumerate(choices):
+        if norm and norm == _norm(choice):
+            return i
+    return None
+
+
+_ANSWER_LETTER = re.compile(
+    r"(?:answer|choice|option)\s*(?:is|:)?\s*:?\s*(?:\*\*)?\s*\(?([A-Z])\)?(?![A-Za-z])", re.IGNORECASE
+)
+_PAREN_LETTER = re.compile(r"\(([A-Z])\)")
+_STATED_LETTER = re.compile(r"\b(?:option|choice)\s+\(?([A-Z])\b\)?", re.IGNORECASE)
+
+
+def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
+    n = len(choices)
+    boxed = last_boxed(text)
+    if boxed is not None:
+        found = _letter_in(boxed, n)
+        if found is None:
+            found = _choice_text_in(boxed, choices)
+        if found is not None:
+            return found, "boxed"
+    for match in reversed(list(_ANSWER_LETTER.finditer(text))):
+        letter = match.group(1).upper()
+        if match.group(1).isupper() and LETTERS.index(letter) < n:
+            return LETTERS.index(letter), "answer_line"
+    stated = answer_is(text)
+    if stated is not None:
+        found = _choice_text_in(stated, choices)
+        if found is not None:
+            return found, "answer_text"
+    for pattern, source in ((_PAREN_LETTER, "parenthesised"), (_STATED_LETTER, "stated")):
+        for match in reversed(list(pattern.finditer(text))):
+            letter = match.group(1)
+            if letter.isupper() and LETTERS.index(letter) < n:
+                return LETTERS.index(letter), source
+    return None, "none"
+
+
+def _score_choice(text: str, reference: StemReference) -> Judgement:
+    choices = reference.choices or []
+    gold = _gold_index(reference)
+    picked, source = _pick_choice(text, choices)
+    if picked is None:
+        return Judgement.unparsed("no_choice")
+    ok = picked == gold
+    return Judgement(
+        score=1.0 if ok else 0.0,
+        success=ok,
+        parsed=True,
+        details={"extracted": LETTERS[picked], "source": source, "gold": LETTERS[gold]},
+    )
+
+
+# ---------------------------------------------------------------- free form
+
+_NUMBER = r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][+-]?\d+)?"
+_TIMES_TEN = re.compile(
+    r"^(?P<m>" + _NUMBER + r")\s*(?:\\times|\\cdot|×|\*|x)\s*10\s*\^\s*\{?\s*(?P<e>[+-−]?\d+)\s*\}?$"
+)
+_FRACTION = re.compile(r"^(?:\\d?frac\{(?P<a>[^{}]+)\}\{(?P<b>[^{}]+)\}|(?P<c>[^/]+)/(?P<d>[^/]+))$")
+_UNIT_TAIL = re.compile(r"^(?P<num>.*?\d\.?)\s*(?:\\[,;!]\s*)?(?:\\(?:text|mathrm)\{[^}]*\}|[a-zA-Z°%/·^\-\d\s]*)$")
+
+
+def parse_number(text: str) -> float | None:
+    """A real number from a final answer, or None if the answer is not plainly numeric."""
+    t = text.strip().strip("$").strip()
+    t = t.replace("\\!", "").replace("{,}", "").replace("\\,", "").replace("−", "-")
+    t = re.sub(r"^\\?(?:approx|≈|=)\s*", "", t).strip()
+    for candidate in (t, _strip_unit(t)):
+        if candidate is None or not candidate:
+            continue
+        value = _plain_or_scientific(candidate)
+        if value is not None:
+            return value
+    return None
+
+
+def _strip_unit(text: str) -> str | None:
+    m = _UNIT_TAIL.match(text)
+    return m.group("num").strip() if m else None
+
+
+def _plain_or_scientific(t: str) -> float | None:
+    if re.fullmatch(_NUMBER, t) and re.search(r"\d", t):
+        return float(t.replace(",", ""))
+    m = _TIMES_TEN.match(t)
+    if m and re.search(r"\d", m.group("m")):
+        return float(m.group("m").replace(",", "")) * 10.0 ** int(m.group("e").replace("−", "-"))
+    m = _FRACTION.match(t)
+    if m:
+        a, b = (m.group("a"), m.group("b")) if m.group("a") is not None else (m.group("c"), m.group("d"))
+        num, den = _plain_or_scientific(a.strip()), _plain_or_scientific(b.strip())
+        if num is not None and den not in (None, 0.0):
+            return num / den  # type: ignore[operator]
+    return None
+
+
+def _score_free_form(text: str, reference: StemReference, config: StemConfig) -> Judgement:
+    answer, source = extract_answer(text, config.fallbacks)
+    if answer is None:
+        return Judgement.unparsed("no_answer")
+    details: dict[str, Any] = {"extracted": answer, "source": source}
+    gold_value = parse_number(reference.answer)
+    if gold_value is not None:
+        value = parse_number(answer)
+        if value is None:
+            ok, more = equivalent(reference.answer, answer, config.symbolic)
+            details.update(more)
+        else:
+            rel_tol = reference.rel_tol if reference.rel_tol is not None else config.rel_tol
+            ok = math.isclose(value, gold_value, rel_tol=rel_tol, abs_tol=config.abs_tol)
+            details.update({"value": value, "rel_tol": rel_tol})
+    else:
+        ok, more = equivalent(reference.answer, answer, config.symbolic)
+        details.update(more)
+    return Judgement(score=1.0 if ok else 0.0, success=ok, parsed=True, details=details)
+
+
+def score_stem(
+    response: str, reference: StemReference, config: StemConfig, ctx: ScoreContext
+) -> Judgement:
+    if reference.choices is not None:
+        return _score_choice(response, reference)
+    return _score_free_form(response, reference, config)
+
+
+def _examples() -> list[Example]:
+    return [
+        Example({"answer": "B", "choices": ["red", "green", "blue"]}, "So it must be green.\nAnswer: B"),
+        Example({"answer": "blue", "choices": ["red", "green", "blue"]}, "\\boxed{C}"),
+        Example({"answer": "3.2e-5"}, "The rate is \\boxed{3.2 \\times 10^{-5}}."),
+        Example({"answer": "x^2 + 1"}, "\\boxed{1 + x^2}"),
+    ]
+
+
+SCORER: Scorer[StemReference, StemConfig] = Scorer(
+    domain="stem",
+    config_type=StemConfig,
+    reference_type=StemReference,
+    score=score_stem,
+    examples=_examples,
+    executor="process",
+    libraries=("math-verify", "latex2sympy2_extended", "sympy"),
+    description="Multiple choice by letter or choice text; free-form numbers within a relative "
+    "tolerance, else symbolic equivalence; 0/1.",
+)

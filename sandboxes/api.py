@@ -1,0 +1,106 @@
+"""The contract between code scorers and sandbox backends.
+
+A `RunRequest` is one response's whole job: files written to a fresh private work directory, an
+optional build step (e.g. `g++`), then executions run one after another (one per stdio test, say),
+all sharing one CPU-time budget. Backends are blocking, thread-safe, and reusable across requests.
+
+Who caused a failure decides how it is reported: anything the *program* does (crash, loop, exhaust
+memory, flood output, kill its own supervisor) comes back as an `ExecutionResult` status; a failure
+of the sandbox machinery itself raises `SandboxError` so the caller can report `infra_error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+__all__ = [
+    "Execution",
+    "ExecutionResult",
+    "ExecutionStatus",
+    "Limits",
+    "RunRequest",
+    "RunResult",
+    "SandboxBackend",
+    "SandboxError",
+    "SandboxUnavailable",
+]
+
+ExecutionStatus = Literal[
+    "ok",  # exited 0 within limits
+    "runtime_error",  # non-zero exit or killed by a signal other than the ones below
+    "timeout",  # the CPU budget (or the wall-clock backstop) ran out during this execution
+    "memory",  # the memory limit was hit
+    "output_limit",  # stdout+stderr exceeded the output limit
+    "skipped",  # not started: the budget was already spent, or the build failed
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    cpu_budget_s: float = 5.0
+    """CPU seconds (user + sys, all processes of the run) shared by every execution of a request."""
+    wall_cap_s: float = 10.0
+    """Wall-clock backstop for the executions together, for programs that sleep or block."""
+    build_cpu_s: float = 10.0
+    """CPU seconds for the build step alone (not counted in the budget above)."""
+    memory_bytes: int = 512 * 1024 * 1024
+    output_bytes: int = 1024 * 1024
+    """Per execution, stdout and stderr together; more is cut off and reported as output_limit."""
+    max_processes: int = 64
+    file_size_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    argv: Sequence[str]
+    """Run inside the work directory, e.g. ("python3", "main.py") or ("./main",)."""
+    stdin: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    files: Mapping[str, bytes]
+    executions: Sequence[Execution]
+    build: Execution | None = None
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionResult:
+    status: ExecutionStatus
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    executions: Sequence[ExecutionResult]
+    build: ExecutionResult | None = None
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(e.cpu_s for e in self.executions)
+
+
+class SandboxError(RuntimeError):
+    """The sandbox machinery failed (not the program): the item was not judged."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The configured backend cannot run here (no namespaces, no Docker engine, no image)."""
+
+
+class SandboxBackend(Protocol):
+    name: str
+
+    def run(self, request: RunRequest) -> RunResult: ...
+
+    def ready(self) -> bool: ...
+
+    def close(self) -> None: ...

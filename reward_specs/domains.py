@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from reward_specs import math_domain, stem_domain
+from reward_specs import ifeval_domain, math_domain, stem_domain
 from reward_specs.registry import Registry
 from reward_specs.scorer import Scorer
 
 SCORERS: tuple[Scorer[Any, Any], ...] = (
     math_domain.SCORER,
     stem_domain.SCORER,
+    ifeval_domain.SCORER,
 )
 
 

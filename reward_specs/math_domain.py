@@ -58,7 +58,8 @@ class MathReference(ReferenceModel):
     answer: str = Field(..., min_length=1)
 
 
-_PLAIN_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)$")
+# No trailing dot: math-verify reads "5." as text, so "5." == "5" is not certain.
+_PLAIN_NUMBER = re.compile(r"^[+-]?(\d+(\.\d+)?|\.\d+)$")
 _PLAIN_INTEGER = re.compile(r"^[+-]?\d+$")
 
 

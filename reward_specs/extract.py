@@ -55,17 +55,23 @@ def last_boxed(text: str) -> str | None:
 
 
 _ANSWER_IS = re.compile(
-    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*:?\s*(?P<ans>[^\n]+)",
+    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is|:|=)\s*:?\s*",
     re.IGNORECASE,
 )
+_SENTENCE_END = re.compile(r"\.\s")
 
 
 def answer_is(text: str) -> str | None:
-    """The text after the last "the answer is" / "final answer:" / "Answer:" on its line."""
+    """The rest of the sentence after the last "the answer is" / "final answer:" / "Answer:".
+
+    The last anchor counts even when an earlier one is on the same line ("I thought the answer is
+    6, but the answer is 8"), and the answer ends at the end of its line or sentence (". ").
+    """
     matches = list(_ANSWER_IS.finditer(text))
     if not matches:
         return None
-    answer = matches[-1].group("ans").strip()
+    answer = text[matches[-1].end() :].split("\n", 1)[0]
+    answer = _SENTENCE_END.split(answer, maxsplit=1)[0].strip()
     answer = re.sub(r"[.\s]+$", "", answer)
     answer = re.sub(r"^\$+|\$+$", "", answer).strip()
     return answer or None

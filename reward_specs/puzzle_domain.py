@@ -1,0 +1,346 @@
+"""Puzzles: every Reasoning Gym task, scored with the library's own semantics.
+
+The reference names a task and carries its entry, by value (what a Reasoning Gym dataset, or
+`POST /v1/puzzles/{task}/sample`, returned) or as `(config, seed, index)` from which the entry is
+regenerated deterministically. The answer is the last `<answer>...</answer>` of the response (the
+tag and the fallbacks are spec parameters); `parsed` is false, with the reason, when there is none.
+
+Boxnet and graph colouring are judged by our validators (`reward_specs.puzzles.boxnet`,
+`.graph_color`): Reasoning Gym's score for every answer its scorer handles, a defined score where it
+crashes, JSON found in fences or prose, and diagnostics naming the step, agent, box, vertex or edge
+that broke a rule. Every other task is scored by the task's `score_answer`, so our score is the
+library's; `success` is a score of 1 (and, with `strict`, a plan or colouring without violations).
+
+A task scorer that raises is never silent: the answer is judged 0, `details.scorer_exception` says
+what was raised, and `scorer_exception_counts()` counts it per task for /metrics. If the entry's own
+gold answer makes the scorer raise too, the task cannot score this entry at all (a broken task or a
+broken entry): the item is `invalid`. That probe runs once per entry and is cached.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from reward_specs.puzzles import boxnet, graph_color, gym
+from reward_specs.puzzles.answers import Fallback, extract_answer, locate_json
+from reward_specs.scorer import (
+    DomainConfig,
+    Example,
+    InvalidReference,
+    Judgement,
+    ReferenceModel,
+    ScoreContext,
+    Scorer,
+)
+
+__all__ = [
+    "SCORER",
+    "PuzzleConfig",
+    "PuzzleReference",
+    "score_puzzle",
+    "scorer_exception_counts",
+]
+
+log = logging.getLogger(__name__)
+
+VALIDATED_TASKS = frozenset({"boxnet", "graph_color"})
+"""Tasks judged by our own validators rather than the task's `score_answer`."""
+
+
+class PuzzleConfig(DomainConfig):
+    answer_tag: str = Field("answer", pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
+    """The answer is the content of the last `<answer_tag>...</answer_tag>` (Reasoning Gym's
+    format)."""
+    fallbacks: tuple[Fallback, ...] = ()
+    """Where else to look when the tag is missing, in order: `boxed` (the last `\\boxed{}`),
+    `answer_is` ("the answer is X"), `json` (the last fenced block or JSON value). None by default:
+    the answer format is part of what is rewarded."""
+    strict: bool = False
+    """Boxnet and graph colouring: `success` also requires a plan or colouring without any
+    violation (no skipped or malformed action, a JSON object keyed by every vertex). The score is
+    unchanged."""
+    json_recovery: bool = True
+    """Boxnet and graph colouring: take JSON from a fenced block or from prose around it when the
+    answer is not JSON as a whole (a malformed value is never partly rescued)."""
+    max_answer_chars: int = Field(100_000, ge=1)
+    """A longer extracted answer is judged 0 without being scored (a cheap guard)."""
+
+
+class PuzzleReference(ReferenceModel):
+    task: str = Field(..., min_length=1)
+    entry: dict[str, Any] | None = None
+    """A Reasoning Gym entry (question, answer, metadata), e.g. from /v1/puzzles/{task}/sample."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """The dataset config: with `seed`/`index` to regenerate the entry; with `entry` (optional),
+    the config the entry was generated with, when the task's scorer depends on it."""
+    seed: int | None = None
+    index: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _entry_or_coordinates(self) -> PuzzleReference:
+        if self.entry is None and (self.seed is None or self.index is None):
+            raise ValueError("give either `entry`, or `seed` and `index` (with `config`)")
+        if self.entry is not None and self.seed is not None:
+            raise ValueError("give either `entry`, or `seed` and `index`, not both")
+        if self.entry is not None and not isinstance(self.entry.get("metadata", {}), dict):
+            raise ValueError("entry.metadata must be an object")
+        return self
+
+
+# ---------------------------------------------------------------- scorer exceptions (metrics)
+
+_lock = threading.Lock()
+_exceptions: Counter[tuple[str, str]] = Counter()
+_PROBE_CACHE_SIZE = 4096
+_probes: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+
+
+def scorer_exception_counts() -> dict[tuple[str, str], int]:
+    """(task, exception type) -> how many answers made that task's scorer raise, in this process."""
+    with _lock:
+        return dict(_exceptions)
+
+
+def _record(task: str, exc: BaseException) -> None:
+    with _lock:
+        _exceptions[(task, type(exc).__name__)] += 1
+
+
+def _gold_failure(task: str, entry_key: str, dataset: Any, entry: dict[str, Any]) -> str | None:
+    """Does the scorer also raise on the entry's own gold answer? Its message if so (cached).
+
+    Entries without a gold answer are probed with the empty answer.
+    """
+    key = (task, entry_key)
+    with _lock:
+        if key in _probes:
+            _probes.move_to_end(key)
+            return _probes[key]
+    gold = entry.get("answer")
+    probe = gold if isinstance(gold, str) else ""
+    failure: str | None = None
+    try:
+        dataset.score_answer(probe, entry)
+    except Exception as exc:  # the verdict "broken", logged with its traceback
+        log.warning("puzzle task %s raises on an entry's gold answer", task, exc_info=True)
+        failure = f"{type(exc).__name__}: {exc}"[:300]
+    with _lock:
+        _probes[key] = failure
+        while len(_probes) > _PROBE_CACHE_SIZE:
+            _probes.popitem(last=False)
+    return failure
+
+
+# ---------------------------------------------------------------- entries
+
+
+EntryKey = Callable[[], str]
+
+
+def _resolve(reference: PuzzleReference) -> tuple[str, dict[str, Any], Any, EntryKey]:
+    """(scoring task, entry, dataset whose score_answer applies, the entry's cache key)."""
+    task, config = reference.task, reference.config
+    gym.task_info(task)  # unknown task -> InvalidReference
+    key: EntryKey
+    if reference.entry is not None:
+        entry = reference.entry
+        by_value = entry
+
+        def key() -> str:
+            return json.dumps(by_value, sort_keys=True, default=str)
+
+    elif reference.seed is not None and reference.index is not None:
+        seed, index = reference.seed, reference.index
+        entry = gym.entry_for(task, config, seed, index)
+
+        def key() -> str:
+            return f"{gym.canonical_config(config)}|{seed}|{index}"
+
+    else:  # PuzzleReference's validator has refused this already
+        raise InvalidReference("give either `entry`, or `seed` and `index`")
+    scoring_task = task
+    if task == "composite":
+        source = (entry.get("metadata") or {}).get("source_dataset")
+        if not isinstance(source, str):
+            raise InvalidReference("composite entry without metadata.source_dataset")
+        gym.task_info(source)
+        scoring_task = source
+        config = gym.composite_part_config(config, source)
+    if reference.entry is not None:
+        entry = gym.restore_entry(scoring_task, entry)
+    if "metadata" not in entry:
+        raise InvalidReference(f"task {task!r}: the entry has no metadata")
+    return scoring_task, entry, gym.scoring_dataset(scoring_task, config), key
+
+
+# ---------------------------------------------------------------- validators
+
+
+def _json_answer(answer: str, accepts: Any, config: PuzzleConfig) -> tuple[Any, str] | None:
+    if config.json_recovery:
+        return locate_json(answer, accepts)
+    try:
+        return json.loads(answer), "json"
+    except (ValueError, RecursionError):
+        return None
+
+
+def _graph_color(
+    answer: str, entry: dict[str, Any], config: PuzzleConfig, details: dict[str, Any]
+) -> Judgement:
+    try:
+        puzzle = graph_color.GraphPuzzle.model_validate(entry["metadata"].get("puzzle"))
+    except ValidationError as exc:
+        raise InvalidReference(f"graph_color entry: metadata.puzzle: {exc}"[:500]) from None
+    located = _json_answer(answer, graph_color.accepts, config)
+    if located is None:
+        return Judgement.unparsed("no_json", **details)
+    value, source = located
+    verdict = graph_color.validate_colouring(puzzle, value)
+    success = verdict.strict_valid if config.strict else verdict.valid
+    return Judgement(
+        score=verdict.score,
+        success=success,
+        parsed=True,
+        details={
+            **details,
+            "json_source": source,
+            "valid": verdict.valid,
+            "strict_valid": verdict.strict_valid,
+            "violations": verdict.violations,
+            "violation_count": verdict.violation_count,
+        },
+    )
+
+
+def _boxnet(
+    answer: str, entry: dict[str, Any], config: PuzzleConfig, details: dict[str, Any]
+) -> Judgement:
+    try:
+        state = boxnet.BoxnetState.model_validate(entry["metadata"]).initial_state
+    except ValidationError as exc:
+        raise InvalidReference(f"boxnet entry: metadata: {exc}"[:500]) from None
+    located = _json_answer(answer, boxnet.accepts, config)
+    if located is None:
+        return Judgement.unparsed("no_json", **details)
+    value, source = located
+    verdict = boxnet.validate_plan(state, value)
+    if not verdict.is_plan:
+        return Judgement.unparsed("not_a_plan", **details, violations=verdict.violations)
+    clean = verdict.violation_count == 0
+    return Judgement(
+        score=verdict.score,
+        success=verdict.solved and (clean or not config.strict),
+        parsed=True,
+        details={
+            **details,
+            "json_source": source,
+            "boxes": verdict.boxes,
+            "remaining": verdict.remaining,
+            "steps": verdict.steps,
+            "violations": verdict.violations,
+            "violation_count": verdict.violation_count,
+        },
+    )
+
+
+# ---------------------------------------------------------------- the scorer
+
+
+def _library_score(
+    task: str,
+    answer: str,
+    entry: dict[str, Any],
+    dataset: Any,
+    key: EntryKey,
+    details: dict[str, Any],
+) -> Judgement:
+    try:
+        raw = dataset.score_answer(answer, entry)
+        score = float(raw)
+        if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+            raise ValueError(f"score_answer returned {raw!r}, not a number in [0, 1]")
+    except Exception as exc:  # recorded below, counted, and judged 0 (or invalid if broken)
+        failure = _gold_failure(task, key(), dataset, entry)
+        if failure is not None:
+            raise InvalidReference(
+                f"task {task!r} cannot score this entry: its scorer raises on the gold answer "
+                f"too ({failure})",
+                "broken_task",
+            ) from exc
+        _record(task, exc)
+        return Judgement(
+            score=0.0,
+            success=False,
+            parsed=True,
+            details={**details, "scorer_exception": f"{type(exc).__name__}: {exc}"[:500]},
+        )
+    return Judgement(score=score, success=score == 1.0, parsed=True, details=details)
+
+
+def score_puzzle(
+    response: str, reference: PuzzleReference, config: PuzzleConfig, ctx: ScoreContext
+) -> Judgement:
+    task, entry, dataset, key = _resolve(reference)
+    answer, source = extract_answer(response, config.answer_tag, config.fallbacks)
+    if answer is None:
+        return Judgement.unparsed("no_answer", task=task)
+    if len(answer) > config.max_answer_chars:
+        return Judgement(0.0, False, True, {"task": task, "reason": "answer_too_long"})
+    details: dict[str, Any] = {"task": task, "source": source, "extracted": answer[:2000]}
+    if task == "graph_color":
+        return _graph_color(answer, entry, config, details)
+    if task == "boxnet":
+        return _boxnet(answer, entry, config, details)
+    return _library_score(task, answer, entry, dataset, key, details)
+
+
+def _examples() -> list[Example]:
+    colouring = gym.entry_for("graph_color", {}, 7, 0)["metadata"]["possible_answer"]
+    return [
+        Example(
+            {"task": "basic_arithmetic", "config": {}, "seed": 1, "index": 0},
+            "<answer>" + str(gym.entry_for("basic_arithmetic", {}, 1, 0)["answer"]) + "</answer>",
+        ),
+        Example(
+            {"task": "graph_color", "config": {}, "seed": 7, "index": 0},
+            f"<answer>{json.dumps(colouring)}</answer>",
+        ),
+        Example(
+            {
+                "task": "boxnet",
+                "entry": {
+                    "question": "(abridged)",
+                    "answer": None,
+                    "metadata": {
+                        "initial_state": {"0.5_0.5": ["box_red"], "0.5_1.5": ["target_red"]}
+                    },
+                },
+            },
+            '<answer>```json\n[{"Agent[0.5, 0.5]": "move(box_red, square[0.5, 1.5])"}, '
+            '{"Agent[0.5, 1.5]": "move(box_red, target_red)"}]\n```</answer>',
+        ),
+    ]
+
+
+SCORER: Scorer[PuzzleReference, PuzzleConfig] = Scorer(
+    domain="puzzle",
+    config_type=PuzzleConfig,
+    reference_type=PuzzleReference,
+    score=score_puzzle,
+    examples=_examples,
+    executor="process",
+    libraries=("reasoning-gym", "sympy", "numpy"),
+    description=(
+        "Every Reasoning Gym task by name, scored by the library's score_answer (our own "
+        "validators for boxnet and graph_color); continuous."
+    ),
+)

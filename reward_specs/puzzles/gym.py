@@ -1,0 +1,243 @@
+"""Reasoning Gym's registry as Proctor sees it: tasks, default configs, and deterministic entries.
+
+An entry is either given by value (the dict a Reasoning Gym dataset returned, possibly after a JSON
+round trip) or regenerated from `(task, config, seed, index)`, which is exactly
+`reasoning_gym.create_dataset(task, **config, seed=seed)[index]`. Datasets are built once per
+process and kept in a bounded LRU cache (building some takes 0.1-0.3 s: ARC boards, word lists),
+and so are regenerated entries (generating some takes tens of milliseconds: sudoku, knight swap).
+Cached entries are shared: callers must not mutate them.
+
+Everything the *reference* gets wrong (an unknown task, a config the dataset refuses, an index out
+of range, an entry that cannot be generated) raises `InvalidReference` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+from collections.abc import Callable, Mapping
+from functools import cache, lru_cache
+from typing import Any
+
+from reasoning_gym.composite import CompositeConfig, DatasetSpec
+from reasoning_gym.dataset import ProceduralDataset
+from reasoning_gym.factory import DATASETS
+
+from reward_specs.scorer import InvalidReference
+
+__all__ = [
+    "DATASET_CACHE_SIZE",
+    "ENTRY_CACHE_SIZE",
+    "MAX_SAMPLE_COUNT",
+    "TaskInfo",
+    "canonical_config",
+    "composite_part_config",
+    "entry_for",
+    "jsonable",
+    "restore_entry",
+    "sample_entries",
+    "scoring_dataset",
+    "task_info",
+    "task_names",
+]
+
+DATASET_CACHE_SIZE = 128
+"""Datasets (task, config, seed) kept per process."""
+ENTRY_CACHE_SIZE = 8192
+"""Regenerated entries (task, config, seed, index) kept per process."""
+MAX_SAMPLE_COUNT = 256
+"""Most entries one `sample_entries` call returns (a request is bounded work)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskInfo:
+    task: str
+    category: str
+    default_config: dict[str, Any]
+    default_config_valid: bool
+    """False where the dataset needs a config to be usable at all (`composite` needs `datasets`)."""
+
+
+def task_names() -> list[str]:
+    """Every dataset the installed reasoning-gym registers, sorted."""
+    return sorted(DATASETS)
+
+
+def _require_task(task: str) -> tuple[type[ProceduralDataset], type[Any]]:
+    try:
+        dataset_cls, config_cls = DATASETS[task]
+    except KeyError:
+        raise InvalidReference(f"unknown puzzle task {task!r}", "unknown_task") from None
+    return dataset_cls, config_cls
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-safe copy: tuples and sets become lists, dates ISO strings, numpy scalars numbers."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((jsonable(v) for v in value), key=repr)
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item):
+        return jsonable(item())
+    tolist = getattr(value, "tolist", None)  # numpy arrays
+    if callable(tolist):
+        return jsonable(tolist())
+    return str(value)
+
+
+@cache
+def task_info(task: str) -> TaskInfo:
+    dataset_cls, config_cls = _require_task(task)
+    config = config_cls()
+    valid = True
+    try:
+        if hasattr(config, "validate"):
+            config.validate()
+    except (AssertionError, ValueError, TypeError):  # reported as default_config_valid=False
+        valid = False
+    parts = dataset_cls.__module__.split(".")
+    return TaskInfo(
+        task=task,
+        category=parts[1] if len(parts) >= 3 else "other",
+        default_config={
+            k: v for k, v in jsonable(dataclasses.asdict(config)).items() if k != "seed"
+        },
+        default_config_valid=valid,
+    )
+
+
+def canonical_config(config: Mapping[str, Any]) -> str:
+    """The cache key of a config: its JSON with sorted keys."""
+    try:
+        return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidReference(f"config is not plain JSON: {exc}", "invalid_config") from None
+
+
+def _coerce_field(config_cls: type[Any], name: str, value: Any) -> Any:
+    """JSON cannot carry dates, times or composite specs: rebuild them from their JSON form."""
+    if config_cls is CompositeConfig and name == "datasets" and isinstance(value, list):
+        return [DatasetSpec(**spec) if isinstance(spec, dict) else spec for spec in value]
+    if not isinstance(value, str):
+        return value
+    field = next((f for f in dataclasses.fields(config_cls) if f.name == name), None)
+    default = None if field is None else field.default
+    for kind in (dt.datetime, dt.date, dt.time):
+        if isinstance(default, kind):
+            return kind.fromisoformat(value)
+    return value
+
+
+def composite_part_config(config: Mapping[str, Any], task: str) -> dict[str, Any]:
+    """The config a composite gives its part `task` (without the seed it derives), else {}."""
+    for spec in config.get("datasets") or ():
+        if isinstance(spec, Mapping) and spec.get("name") == task:
+            part = spec.get("config") or {}
+            if isinstance(part, Mapping):
+                return {k: v for k, v in part.items() if k != "seed"}
+    return {}
+
+
+def _build(task: str, config: Mapping[str, Any], seed: int | None) -> ProceduralDataset:
+    dataset_cls, config_cls = _require_task(task)
+    if config.get("seed") is not None:
+        raise InvalidReference(
+            f"task {task!r}: give the seed beside the config, not inside it", "invalid_config"
+        )
+    try:
+        kwargs = {k: _coerce_field(config_cls, k, v) for k, v in config.items() if k != "seed"}
+        return dataset_cls(config=config_cls(**kwargs, seed=seed))
+    except Exception as exc:  # whatever the dataset refuses is the reference's fault; say what
+        raise InvalidReference(
+            f"task {task!r}: bad config: {type(exc).__name__}: {exc}"[:500], "invalid_config"
+        ) from exc
+
+
+@lru_cache(maxsize=DATASET_CACHE_SIZE)
+def _dataset(task: str, config_json: str, seed: int | None) -> ProceduralDataset:
+    return _build(task, json.loads(config_json), seed)
+
+
+def scoring_dataset(task: str, config: Mapping[str, Any] | None = None) -> ProceduralDataset:
+    """A dataset instance whose `score_answer` judges entries of `task` under `config`.
+
+    Some scorers read their instance's config (ARC's board format), so the config an entry was
+    generated with should be the one it is scored with; the default config otherwise.
+    """
+    return _dataset(task, canonical_config(config or {}), 0)
+
+
+@lru_cache(maxsize=ENTRY_CACHE_SIZE)
+def _entry(task: str, config_json: str, seed: int, index: int) -> dict[str, Any]:
+    dataset = _dataset(task, config_json, seed)
+    if not 0 <= index < len(dataset):
+        raise InvalidReference(
+            f"task {task!r}: index {index} is outside the dataset (size {len(dataset)})",
+            "invalid_index",
+        )
+    try:
+        entry = dataset[index]
+    except Exception as exc:  # the library cannot produce this entry: the item is unusable
+        raise InvalidReference(
+            f"task {task!r}: generating entry {index} failed: {type(exc).__name__}: {exc}"[:500],
+            "generation_failed",
+        ) from exc
+    return dict(entry)
+
+
+def entry_for(task: str, config: Mapping[str, Any], seed: int, index: int) -> dict[str, Any]:
+    """`create_dataset(task, **config, seed=seed)[index]`, cached. Do not mutate the result."""
+    return _entry(task, canonical_config(config), seed, index)
+
+
+def sample_entries(
+    task: str, config: Mapping[str, Any], seed: int, count: int, start: int = 0
+) -> list[dict[str, Any]]:
+    """Entries `start .. start+count-1` as JSON-safe dicts (question, answer, metadata, index)."""
+    if not 1 <= count <= MAX_SAMPLE_COUNT:
+        raise ValueError(f"count must be between 1 and {MAX_SAMPLE_COUNT}")
+    out = []
+    for index in range(start, start + count):
+        entry = entry_for(task, config, seed, index)
+        out.append({"index": index, **jsonable(entry)})
+    return out
+
+
+def _tuple_board(board: Any) -> Any:
+    if isinstance(board, list) and all(isinstance(row, list) for row in board):
+        return tuple(tuple(row) for row in board)
+    return board
+
+
+def _restore_arc(entry: dict[str, Any]) -> dict[str, Any]:
+    metadata = dict(entry.get("metadata") or {})
+    if "output" in metadata:
+        metadata["output"] = _tuple_board(metadata["output"])
+    return {**entry, "metadata": metadata}
+
+
+_JSON_REPAIRS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    # ARC scorers compare the parsed board (tuples) with metadata["output"] by ==, which a JSON
+    # round trip turns into lists: without this the gold answer scores 0.05.
+    "arc_agi": _restore_arc,
+    "rearc": _restore_arc,
+}
+
+
+def restore_entry(task: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """Undo what a JSON round trip changed where the task's scorer depends on it."""
+    repair = _JSON_REPAIRS.get(task)
+    return repair(entry) if repair else entry

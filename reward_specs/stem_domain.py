@@ -102,7 +102,8 @@ def _choice_text_in(text: str, choices: list[str]) -> int | None:
 
 
 _ANSWER_LETTER = re.compile(
-    r"(?:answer|choice|option)\s*(?:is|:)?\s*:?\s*(?:\*\*)?\s*\(?([A-Z])\)?(?![A-Za-z])", re.IGNORECASE
+    r"(?:answer|choice|option)\s*(?:\*\*)?\s*(?:is|:)?\s*:?\s*(?:\*\*)?\s*\(?([A-Z])\)?(?![A-Za-z])",
+    re.IGNORECASE,
 )
 _PAREN_LETTER = re.compile(r"\(([A-Z])\)")
 _STATED_LETTER = re.compile(r"\b(?:option|choice)\s+\(?([A-Z])\b\)?", re.IGNORECASE)
@@ -156,7 +157,7 @@ _TIMES_TEN = re.compile(
     r"^(?P<m>" + _NUMBER + r")\s*(?:\\times|\\cdot|×|\*|x)\s*10\s*\^\s*\{?\s*(?P<e>[+-−]?\d+)\s*\}?$"
 )
 _FRACTION = re.compile(r"^(?:\\d?frac\{(?P<a>[^{}]+)\}\{(?P<b>[^{}]+)\}|(?P<c>[^/]+)/(?P<d>[^/]+))$")
-_UNIT_TAIL = re.compile(r"^(?P<num>.*?\d\.?)\s*(?:\\[,;!]\s*)?(?:\\(?:text|mathrm)\{[^}]*\}|[a-zA-Z°%/·^\-\d\s]*)$")
+_UNIT_TAIL = re.compile(r"^(?P<num>.*?\d\.?)(?![\d.])\s*(?:\\[,;!]\s*)?(?:\\(?:text|mathrm)\{[^}]*\}|[a-zA-Z°%/·^\-\d\s]*)$")
 
 
 def parse_number(text: str) -> float | None:

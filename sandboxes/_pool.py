@@ -1,0 +1,372 @@
+"""What every backend shares: the wire protocol to a supervisor and a pool of warm supervisors.
+
+A backend only says how to start one sandbox (`Channel`): a bubblewrap jail, a plain process or a
+container. The pool keeps `size` of them warm, lends one per request, and replaces it in the
+background after `recycle_after` requests, after an error, an out-of-memory kill or a leftover
+process. Exactly one thread talks to a given supervisor at a time, and only the supervisor reaps
+the run's processes: the service never waits on a sandboxed child itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import queue
+import struct
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from importlib import resources
+from typing import Any, Protocol
+
+from sandboxes.api import (
+    Execution,
+    ExecutionResult,
+    ExecutionStatus,
+    RunRequest,
+    RunResult,
+    SandboxError,
+    SandboxUnavailable,
+)
+
+log = logging.getLogger("sandboxes")
+
+_STATUSES: frozenset[str] = frozenset(
+    ("ok", "runtime_error", "timeout", "memory", "output_limit", "skipped")
+)
+_MAX_FRAME = 256 * 1024 * 1024
+
+
+def supervisor_source() -> bytes:
+    """The supervisor's source, sent to the interpreter started with `BOOTSTRAP`."""
+    return resources.files("sandboxes").joinpath("supervisor.py").read_bytes()
+
+
+def bootstrap_payload() -> bytes:
+    src = supervisor_source()
+    return struct.pack(">I", len(src)) + src
+
+
+def encode_frame(obj: Any) -> bytes:
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+class FrameBuffer:
+    """Accumulates bytes from a stream and splits them into decoded JSON frames."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def next(self) -> dict[str, Any] | None:
+        if len(self._buf) < 4:
+            return None
+        (n,) = struct.unpack(">I", self._buf[:4])
+        if n > _MAX_FRAME:
+            raise SandboxError(f"supervisor sent an oversized frame ({n} bytes)")
+        if len(self._buf) < 4 + n:
+            return None
+        body = bytes(self._buf[4 : 4 + n])
+        del self._buf[: 4 + n]
+        frame = json.loads(body)
+        if not isinstance(frame, dict):
+            raise SandboxError("supervisor sent a malformed frame")
+        return frame
+
+
+def _check_name(name: str) -> str:
+    parts = name.split("/")
+    if not name or name.startswith("/") or "\0" in name or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"invalid sandbox file name: {name!r}")
+    return name
+
+
+def _encode_execution(ex: Execution) -> dict[str, Any]:
+    if not ex.argv or not all(isinstance(a, str) and "\0" not in a for a in ex.argv):
+        raise ValueError(f"invalid argv: {ex.argv!r}")
+    return {"argv": list(ex.argv), "stdin": base64.b64encode(ex.stdin).decode()}
+
+
+def encode_request(request: RunRequest) -> bytes:
+    """The request as one frame; raises ValueError for a malformed request (the caller's bug)."""
+    return encode_frame(
+        {
+            "files": {
+                _check_name(k): base64.b64encode(v).decode() for k, v in request.files.items()
+            },
+            "build": None if request.build is None else _encode_execution(request.build),
+            "executions": [_encode_execution(e) for e in request.executions],
+            "limits": asdict(request.limits),
+        }
+    )
+
+
+def decode_result(obj: Any) -> ExecutionResult:
+    if not isinstance(obj, dict) or obj.get("status") not in _STATUSES:
+        raise SandboxError(f"supervisor sent a malformed result: {str(obj)[:200]}")
+    status: ExecutionStatus = obj["status"]
+    return ExecutionResult(
+        status=status,
+        exit_code=obj.get("exit_code"),
+        signal=obj.get("signal"),
+        stdout=base64.b64decode(obj.get("stdout", "")),
+        stderr=base64.b64decode(obj.get("stderr", "")),
+        cpu_s=float(obj.get("cpu_s", 0.0)),
+        wall_s=float(obj.get("wall_s", 0.0)),
+    )
+
+
+class Channel(Protocol):
+    """One started sandbox with its supervisor, as seen from the service."""
+
+    def send(self, data: bytes) -> None: ...
+
+    def recv(self, timeout: float) -> bytes:
+        """Some bytes of the supervisor's stdout; b"" on end of stream; raises TimeoutError."""
+        ...
+
+    def died_of_oom(self) -> bool:
+        """After the stream ended: was the sandbox killed for memory (container OOM)?"""
+        ...
+
+    def close(self) -> None:
+        """Kill the sandbox and release everything it holds. Idempotent."""
+        ...
+
+
+class Supervisor:
+    """A `Channel` plus the protocol state: one request at a time, by one thread at a time."""
+
+    def __init__(self, channel: Channel, start_timeout: float) -> None:
+        self.channel = channel
+        self.runs = 0
+        self._frames = FrameBuffer()
+        try:
+            channel.send(bootstrap_payload())
+            hello = self._read(time.monotonic() + start_timeout)
+        except BaseException:
+            channel.close()
+            raise
+        if hello is None or hello.get("kind") != "ready":
+            channel.close()
+            raise SandboxUnavailable(f"the sandbox supervisor did not start: {hello!r}")
+
+    def _read(self, deadline: float) -> dict[str, Any] | None:
+        while True:
+            frame = self._frames.next()
+            if frame is not None:
+                return frame
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            data = self.channel.recv(left)
+            if not data:
+                return None
+            self._frames.feed(data)
+
+    def run(
+        self, request: RunRequest, payload: bytes, margin: float, program_can_kill: bool
+    ) -> tuple[RunResult, bool]:
+        """Run one request; returns the result and whether this sandbox must be replaced."""
+        self.runs += 1
+        lim = request.limits
+        budget = lim.wall_cap_s + (lim.build_cpu_s * 2 + 1 if request.build is not None else 0)
+        deadline = time.monotonic() + budget + margin
+        self.channel.send(payload)
+        build: ExecutionResult | None = None
+        results: list[ExecutionResult] = []
+        while True:
+            try:
+                frame = self._read(deadline)
+            except TimeoutError:
+                raise SandboxError(
+                    f"sandbox did not answer within {budget + margin:.0f} s"
+                ) from None
+            if frame is None:
+                return self._died(request, build, results, program_can_kill), True
+            kind = frame.get("kind")
+            if kind == "result":
+                result = decode_result(frame.get("result"))
+                if frame.get("index") == -1:
+                    build = result
+                else:
+                    results.append(result)
+            elif kind == "done":
+                if len(results) != len(request.executions):
+                    raise SandboxError("supervisor finished with results missing")
+                recycle = bool(frame.get("leftover")) or any(
+                    r.status == "memory" and r.signal == 9 for r in results
+                )
+                return RunResult(executions=tuple(results), build=build), recycle
+            elif kind == "error":
+                raise SandboxError(f"sandbox supervisor failed: {frame.get('message')}")
+            else:
+                raise SandboxError(f"supervisor sent an unknown frame kind {kind!r}")
+
+    def _died(
+        self,
+        request: RunRequest,
+        build: ExecutionResult | None,
+        results: list[ExecutionResult],
+        program_can_kill: bool,
+    ) -> RunResult:
+        """The supervisor's stream ended mid-request. Where the program could have killed it (it
+        runs as the same user), that is the program's doing: the step in progress gets a verdict
+        and the rest are skipped. Elsewhere it is our failure."""
+        oom = self.channel.died_of_oom()
+        if not (program_can_kill or oom):
+            raise SandboxError("the sandbox supervisor died during a run")
+        reason = (
+            b"sandbox: out of memory (the sandbox was killed)"
+            if oom
+            else b"sandbox: the program killed its supervisor"
+        )
+        dead = ExecutionResult(status="memory" if oom else "runtime_error", stderr=reason)
+        skipped = ExecutionResult(status="skipped")
+        if request.build is not None and build is None:
+            return RunResult(executions=tuple(skipped for _ in request.executions), build=dead)
+        rest = len(request.executions) - len(results)
+        tail = [dead] + [skipped] * (rest - 1) if rest > 0 else []
+        return RunResult(executions=(*results, *tail), build=build)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class SupervisorPool:
+    """`size` warm supervisors; `run()` is thread-safe and blocks until one is free."""
+
+    def __init__(
+        self,
+        name: str,
+        size: int,
+        start: Callable[[], Channel],
+        *,
+        recycle_after: int,
+        start_timeout: float,
+        answer_margin: float,
+        program_can_kill_supervisor: bool,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._start = start
+        self._recycle_after = recycle_after
+        self._start_timeout = start_timeout
+        self._margin = answer_margin
+        self._program_can_kill = program_can_kill_supervisor
+        self._on_close = on_close
+        self._idle: queue.Queue[Supervisor] = queue.Queue()
+        self._lock = threading.Lock()
+        self._live: set[Supervisor] = set()
+        self._pending = 0
+        self._closed = False
+        self._last_error: BaseException | None = None
+        self._starter = ThreadPoolExecutor(
+            max_workers=min(size, 4), thread_name_prefix=f"sandbox-{name}-start"
+        )
+        # The first one in the caller's thread, so that an unusable backend fails right here.
+        first = self._new_supervisor()
+        self._idle.put(first)
+        for _ in range(size - 1):
+            self._refill()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def _new_supervisor(self) -> Supervisor:
+        sup = Supervisor(self._start(), self._start_timeout)
+        with self._lock:
+            if self._closed:
+                sup.close()
+                raise SandboxUnavailable("the sandbox backend is closed")
+            self._live.add(sup)
+        return sup
+
+    def _refill(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._pending += 1
+        self._starter.submit(self._refill_job)
+
+    def _refill_job(self) -> None:
+        try:
+            for attempt in range(3):
+                try:
+                    sup = self._new_supervisor()
+                except (SandboxError, OSError) as exc:
+                    log.warning(
+                        "sandbox %s: start failed (attempt %d): %s", self.name, attempt, exc
+                    )
+                    self._last_error = exc
+                    time.sleep(0.5 * (attempt + 1))
+                    continue
+                self._last_error = None
+                self._idle.put(sup)
+                return
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def _retire(self, sup: Supervisor) -> None:
+        with self._lock:
+            self._live.discard(sup)
+        sup.close()
+
+    # -- use ---------------------------------------------------------------------------------------
+
+    def _checkout(self) -> Supervisor:
+        deadline = time.monotonic() + self._start_timeout
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise SandboxUnavailable("the sandbox backend is closed")
+                starving = not self._live and self._pending == 0
+            if starving:
+                raise SandboxUnavailable(f"no sandbox could be started: {self._last_error}")
+            try:
+                return self._idle.get(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise SandboxUnavailable(
+                        f"no free sandbox within {self._start_timeout:.0f} s"
+                        + (f" (last start error: {self._last_error})" if self._last_error else "")
+                    ) from None
+
+    def run(self, request: RunRequest) -> RunResult:
+        payload = encode_request(request)
+        sup = self._checkout()
+        recycle = True
+        try:
+            result, recycle = sup.run(request, payload, self._margin, self._program_can_kill)
+        except (OSError, ValueError) as exc:
+            raise SandboxError(f"sandbox {self.name} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if recycle or sup.runs >= self._recycle_after or self._closed:
+                self._retire(sup)
+                self._refill()
+            else:
+                self._idle.put(sup)
+        return result
+
+    def ready(self) -> bool:
+        with self._lock:
+            return not self._closed and bool(self._live)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            live = list(self._live)
+            self._live.clear()
+        self._starter.shutdown(wait=True, cancel_futures=True)
+        for sup in live:
+            sup.close()
+        if self._on_close is not None:
+            self._on_close()

@@ -1,0 +1,242 @@
+"""The `docker` backend: a pool of warm, long-lived, locked-down containers.
+
+Each container runs the same supervisor as the local backend (sent over stdin at start; nothing is
+mounted) with no network, a read-only root, size-capped tmpfs for /sandbox, /tmp, /var/tmp and
+/dev/shm, memory = memory+swap, a pids limit, every capability dropped, no-new-privileges, a
+non-root user and Docker's init as PID 1. The service talks to the supervisor over the container's
+attached stdin/stdout (one hijacked connection per container, no `docker exec` per run). Containers
+carry the label `io.proctor.sandbox=<docker_label>`; those are removed at start-up and shutdown, and
+a container whose service dies sees its stdin close, exits and is auto-removed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import struct
+import threading
+import time
+from typing import Any
+
+import docker
+import docker.errors
+
+from sandboxes._pool import SupervisorPool
+from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
+from sandboxes.settings import SandboxSettings
+from sandboxes.supervisor import BOOTSTRAP
+
+__all__ = ["LABEL", "DockerBackend", "remove_labelled_containers"]
+
+log = logging.getLogger("sandboxes")
+
+LABEL = "io.proctor.sandbox"
+_STDOUT = 1
+
+
+def remove_labelled_containers(client: Any, label: str) -> int:
+    """Force-remove every container (running or not) labelled `io.proctor.sandbox=<label>`."""
+    removed = 0
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}={label}"}):
+        try:
+            container.remove(force=True)
+            removed += 1
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                raise
+    return removed
+
+
+class ContainerChannel:
+    """One container; its supervisor's frames arrive multiplexed in Docker's attach stream."""
+
+    def __init__(self, client: Any, settings: SandboxSettings, name: str) -> None:
+        self._closed = False
+        config = {
+            "work_root": "/sandbox",
+            "run_uid": None,
+            "pid_namespace": True,
+            "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
+            "set_nproc": False,  # every container's uid is the same: the pids cgroup limits
+        }
+        tmp = f"size={settings.tmp_tmpfs_bytes},mode=1777,noexec,nosuid,nodev"
+        self._container = client.containers.create(
+            settings.image,
+            command=["python3", "-I", "-S", "-c", BOOTSTRAP, json.dumps(config)],
+            name=name,
+            labels={LABEL: settings.docker_label},
+            user=f"{settings.docker_uid}:{settings.docker_uid}",
+            network_mode="none",
+            read_only=True,
+            tmpfs={
+                "/sandbox": f"size={settings.work_tmpfs_bytes},mode=1777,nosuid,nodev,exec",
+                "/tmp": tmp,
+                "/var/tmp": tmp,
+            },
+            shm_size=settings.tmp_tmpfs_bytes,
+            mem_limit=settings.container_memory_bytes,
+            memswap_limit=settings.container_memory_bytes,
+            pids_limit=settings.container_pids,
+            nano_cpus=None
+            if settings.container_cpus is None
+            else int(settings.container_cpus * 1e9),
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            init=True,
+            stdin_open=True,
+            detach=False,  # with stdin_open: StdinOnce, so our disconnect closes its stdin
+            tty=False,
+            auto_remove=True,
+            working_dir="/sandbox",
+            environment={"LANG": "C.UTF-8"},
+            ipc_mode="private",
+            hostname="sandbox",
+        )
+        try:
+            raw = self._container.attach_socket(
+                params={"stdin": 1, "stdout": 1, "stderr": 0, "stream": 1}
+            )
+            self._raw = raw
+            self._sock: socket.socket = getattr(raw, "_sock", raw)
+            self._container.start()
+        except BaseException:
+            self.close()
+            raise
+        self._pending = bytearray()  # Docker's 8-byte headers not yet consumed
+        self._left = 0  # payload bytes still due in the current stdout/stderr chunk
+        self._stream = _STDOUT
+
+    def send(self, data: bytes) -> None:
+        self._sock.settimeout(30.0)
+        self._sock.sendall(data)
+
+    def recv(self, timeout: float) -> bytes:
+        """The next supervisor stdout bytes (Docker's stream headers removed)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = bytearray()
+            while self._pending:
+                if self._left == 0:
+                    if len(self._pending) < 8:
+                        break
+                    self._stream, size = (
+                        self._pending[0],
+                        struct.unpack(">I", self._pending[4:8])[0],
+                    )
+                    self._left = size
+                    del self._pending[:8]
+                    continue
+                take = min(self._left, len(self._pending))
+                if self._stream == _STDOUT:
+                    out += self._pending[:take]
+                del self._pending[:take]
+                self._left -= take
+            if out:
+                return bytes(out)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self._sock.settimeout(left)
+            try:
+                data = self._sock.recv(1 << 20)
+            except TimeoutError:
+                raise
+            except OSError:
+                return b""
+            if not data:
+                return b""
+            self._pending += data
+
+    def died_of_oom(self) -> bool:
+        try:
+            self._container.reload()
+        except docker.errors.NotFound:
+            return False
+        return bool(self._container.attrs.get("State", {}).get("OOMKilled"))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        sock = getattr(self, "_sock", None)
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError as exc:
+                log.debug("closing the attach socket: %s", exc)
+        try:
+            self._container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if "already in progress" not in str(exc):
+                log.warning("could not remove sandbox container %s: %s", self._container.id, exc)
+
+
+class DockerBackend:
+    """Warm containers, each with a supervisor; see the module docstring and sandboxes/README.md."""
+
+    name = "docker"
+
+    def __init__(self, settings: SandboxSettings) -> None:
+        self._settings = settings
+        try:
+            self._client = (
+                docker.DockerClient(base_url=settings.docker_url, timeout=120)
+                if settings.docker_url
+                else docker.from_env(timeout=120)
+            )
+            self._client.ping()
+        except docker.errors.DockerException as exc:
+            raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
+        try:
+            self._client.images.get(settings.image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(
+                f"sandbox image {settings.image!r} not found: build it with "
+                f"`sandboxes/images/build-offline.sh {settings.image}`"
+            ) from exc
+        removed = remove_labelled_containers(self._client, settings.docker_label)
+        if removed:
+            log.warning("removed %d leftover sandbox containers (label %s)", removed, LABEL)
+        self._seq = 0
+        self._seq_lock = threading.Lock()
+        self._pool = SupervisorPool(
+            self.name,
+            settings.pool_size,
+            self._start,
+            recycle_after=settings.recycle_after,
+            start_timeout=settings.start_timeout_s,
+            answer_margin=settings.answer_margin_s,
+            # The program runs as the supervisor's (non-root) user: it can kill it.
+            program_can_kill_supervisor=True,
+            on_close=self._sweep,
+        )
+
+    def _start(self) -> ContainerChannel:
+        with self._seq_lock:
+            self._seq += 1
+            seq = self._seq
+        name = f"proctor-sandbox-{self._settings.docker_label}-{id(self):x}-{seq}"
+        try:
+            return ContainerChannel(self._client, self._settings, name)
+        except docker.errors.DockerException as exc:
+            raise SandboxUnavailable(f"could not start a sandbox container: {exc}") from exc
+
+    def _sweep(self) -> None:
+        try:
+            remove_labelled_containers(self._client, self._settings.docker_label)
+        finally:
+            self._client.close()
+
+    def run(self, request: RunRequest) -> RunResult:
+        return self._pool.run(request)
+
+    def ready(self) -> bool:
+        return self._pool.ready()
+
+    def close(self) -> None:
+        self._pool.close()

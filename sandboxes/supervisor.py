@@ -1,0 +1,568 @@
+"""The trusted supervisor that runs inside every sandbox (standard library only, Python >= 3.9).
+
+It is long-lived: a backend starts it once per sandbox (a bubblewrap jail, a container, or a plain
+process for the `unsafe` backend) and sends it one request at a time as length-prefixed JSON frames
+on stdin; results come back the same way on stdout. The backend does not run this file from disk: it
+starts the interpreter with `BOOTSTRAP` (below), which reads this module's source from stdin and
+executes it, so the same code runs in every backend and the service's files need not be visible.
+
+Per request: a fresh private work directory with the request's files, then for the build step and
+each execution a forked child which, before `exec`: starts its own session, sets rlimits (CPU, AS,
+NPROC, FSIZE, NOFILE, CORE), becomes the run user (when the supervisor is root), sets
+no-new-privileges and gets a clean environment. The supervisor is a child subreaper, so every
+process of the run, orphaned or not, is eventually reaped here; the CPU time of all of them (from
+`wait4`, and `/proc/<pid>/stat` while they are alive) is charged to the request's budget. After each
+execution everything the run left behind is killed and reaped; after each request the work
+directory and the private /tmp, /var/tmp and /dev/shm are emptied.
+
+Frames: 4-byte big-endian length + UTF-8 JSON. Backend -> supervisor: a request object (see
+`_run_request`). Supervisor -> backend: {"kind": "ready"} once, then per request one
+{"kind": "result", "index": i, "result": {...}} per step as it finishes (index -1 is the build) and
+{"kind": "done", "leftover": bool}, or {"kind": "error", "message": str} when the supervisor itself
+failed (the backend then discards this sandbox).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import resource
+import selectors
+import shutil
+import signal
+import struct
+import sys
+import time
+from typing import Any, BinaryIO, NoReturn
+
+PROTOCOL_VERSION = 1
+
+# The interpreter's command line: read a 4-byte length and that much source from stdin, execute it.
+BOOTSTRAP = (
+    "import sys,struct;r=sys.stdin.buffer;n=struct.unpack('>I',r.read(4))[0];"
+    "g={'__name__':'__proctor_supervisor__'};exec(compile(r.read(n),'supervisor','exec'),g);"
+    "g['main'](sys.argv[1])"
+)
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_READ_CHUNK = 65536
+_POLL_S = 0.02
+_MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int) -> None:
+    if _libc.prctl(option, value, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
+
+
+# ----------------------------------------------------------------------------- framing
+
+
+def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
+    data = stream.read(n)
+    if data is None or len(data) < n:
+        return None
+    return data
+
+
+def _read_frame(stream: BinaryIO) -> Any:
+    head = _read_exact(stream, 4)
+    if head is None:
+        return None
+    (n,) = struct.unpack(">I", head)
+    body = _read_exact(stream, n)
+    if body is None:
+        return None
+    return json.loads(body.decode("utf-8"))
+
+
+def _write_frame(out: BinaryIO, obj: Any) -> None:
+    body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
+    out.write(struct.pack(">I", len(body)) + body)
+    out.flush()
+
+
+# ----------------------------------------------------------------------------- process tree
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of `pid` (all its threads), from /proc/<pid>/task/*/children."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                found.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def _descendants(root: int) -> list[int]:
+    seen = []
+    stack = _children(root)
+    while stack:
+        pid = stack.pop()
+        seen.append(pid)
+        stack.extend(_children(pid))
+    return seen
+
+
+def _live_cpu_s(pids: list[int]) -> float:
+    """utime + stime (+ that of their already reaped children) of live processes, in seconds."""
+    ticks = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        # fields[0] is field 3 (state): utime=14, stime=15, cutime=16, cstime=17
+        ticks += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+    return ticks / _CLK_TCK
+
+
+def _rusage_cpu(ru: resource.struct_rusage) -> float:
+    return ru.ru_utime + ru.ru_stime
+
+
+class _Reaper:
+    """Kills and reaps every descendant of the supervisor, summing their CPU time."""
+
+    def __init__(self, use_kill_all: bool) -> None:
+        self.use_kill_all = use_kill_all
+        self.me = os.getpid()
+
+    def reap_ready(self, statuses: dict[int, int]) -> float:
+        """Reap whatever has exited; returns the CPU seconds of the reaped processes."""
+        cpu = 0.0
+        while True:
+            try:
+                pid, status, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return cpu
+            if pid == 0:
+                return cpu
+            cpu += _rusage_cpu(ru)
+            statuses[pid] = status
+
+    def kill_all(self, statuses: dict[int, int]) -> tuple[float, set[int]]:
+        """SIGKILL every descendant until none is left; returns (CPU seconds, pids killed)."""
+        cpu = 0.0
+        killed = set()
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            if self.use_kill_all:
+                # Alone in our PID namespace (with its init): all other processes are the run's.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(-1, signal.SIGKILL)
+            direct = _children(self.me)
+            for pid in direct + [p for c in direct for p in _descendants(c)]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except ProcessLookupError:
+                    continue
+            if direct:
+                # Every direct child was just sent SIGKILL, so this returns soon.
+                try:
+                    pid, status, ru = os.wait4(-1, 0)
+                except ChildProcessError:
+                    return cpu, killed
+                cpu += _rusage_cpu(ru)
+                statuses[pid] = status
+            cpu += self.reap_ready(statuses)
+            if not direct:
+                try:
+                    if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                        time.sleep(0.001)  # a child being reparented to us right now
+                except ChildProcessError:
+                    return cpu, killed
+        raise RuntimeError("could not kill the run's processes within 30 s")
+
+
+# ----------------------------------------------------------------------------- one step
+
+
+def _set_rlimit(which: int, value: int) -> None:
+    try:
+        resource.setrlimit(which, (value, value))
+    except (ValueError, OSError):
+        _, hard = resource.getrlimit(which)
+        capped = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (capped, hard))
+
+
+def _child(
+    argv: list[str],
+    workdir: str,
+    env: dict[str, str],
+    limits: dict[str, Any],
+    cpu_s: float,
+    fds: tuple[int, int, int, int],
+    cfg: dict[str, Any],
+) -> NoReturn:
+    """In the forked child: confine ourselves, then exec. Never returns."""
+    stdin_r, stdout_w, stderr_w, err_w = fds
+    try:
+        os.setsid()
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        os.dup2(stdin_r, 0)
+        os.dup2(stdout_w, 1)
+        os.dup2(stderr_w, 2)
+        os.dup2(err_w, 3)
+        os.closerange(4, 65536)
+        os.set_inheritable(3, False)
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        # A backstop a second or more past the budget: the supervisor's polling acts first.
+        cpu_limit = int(cpu_s) + 2
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 1))
+        _set_rlimit(resource.RLIMIT_AS, int(limits["memory_bytes"]))
+        _set_rlimit(resource.RLIMIT_FSIZE, int(limits["file_size_bytes"]))
+        _set_rlimit(resource.RLIMIT_NOFILE, int(cfg.get("nofile", 256)))
+        _set_rlimit(resource.RLIMIT_CORE, 0)
+        _set_rlimit(resource.RLIMIT_STACK, min(int(limits["memory_bytes"]), 256 * 1024 * 1024))
+        if cfg.get("set_nproc", True):
+            _set_rlimit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
+        uid = cfg.get("run_uid")
+        if uid is not None and os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(int(cfg.get("run_gid", uid)))
+            os.setuid(int(uid))
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        os.chdir(workdir)
+        os.execvpe(argv[0], argv, env)
+    except BaseException as exc:  # noqa: BLE001 - reported to the supervisor, then exit 127
+        try:
+            os.write(3, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
+        finally:
+            os._exit(127)
+    os._exit(127)
+
+
+def _run_step(
+    argv: list[str],
+    stdin: bytes,
+    workdir: str,
+    env: dict[str, str],
+    limits: dict[str, Any],
+    cpu_s: float,
+    wall_s: float,
+    reaper: _Reaper,
+    cfg: dict[str, Any],
+) -> tuple[dict[str, Any], float, int]:
+    """Run one program; returns (result dict, CPU seconds used, leftover processes killed)."""
+    out_cap = int(limits["output_bytes"])
+    stdin_r, stdin_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(argv, workdir, env, limits, cpu_s, (stdin_r, out_w, err_w, exc_w), cfg)
+    for fd in (stdin_r, out_w, err_w, exc_w):
+        os.close(fd)
+
+    statuses: dict[int, int] = {}
+    cpu = 0.0
+    outputs = {out_r: bytearray(), err_r: bytearray()}
+    total_out = 0
+    killed_for = None
+    sel = selectors.DefaultSelector()
+    for fd in (out_r, err_r):
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    pidfd = os.pidfd_open(pid)
+    sel.register(pidfd, selectors.EVENT_READ)
+    view = memoryview(stdin)
+    if view:
+        os.set_blocking(stdin_w, False)
+        sel.register(stdin_w, selectors.EVENT_WRITE)
+    else:
+        os.close(stdin_w)
+        stdin_w = -1
+    main_done = False
+    deadline = start + wall_s
+    next_cpu_check = start + _POLL_S
+    try:
+        while not main_done and killed_for is None:
+            now = time.monotonic()
+            timeout = max(0.0, min(deadline, next_cpu_check) - now)
+            for key, _ in sel.select(timeout):
+                fd = key.fd
+                if fd == pidfd:
+                    main_done = True
+                elif fd == stdin_w:
+                    try:
+                        n = os.write(stdin_w, view[:_READ_CHUNK])
+                        view = view[n:]
+                    except BlockingIOError:
+                        n = 0
+                    except (BrokenPipeError, OSError):
+                        view = view[:0]
+                    if not view:
+                        sel.unregister(stdin_w)
+                        os.close(stdin_w)
+                        stdin_w = -1
+                else:
+                    try:
+                        data = os.read(fd, _READ_CHUNK)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        sel.unregister(fd)
+                        continue
+                    room = out_cap - total_out
+                    outputs[fd] += data[: max(room, 0)]
+                    total_out += len(data)
+                    if total_out > out_cap:
+                        killed_for = "output_limit"
+            now = time.monotonic()
+            if killed_for is None and now >= next_cpu_check:
+                next_cpu_check = now + _POLL_S
+                cpu += reaper.reap_ready(statuses)
+                used = cpu + _live_cpu_s(_descendants(reaper.me))
+                if used >= cpu_s:
+                    killed_for = "timeout"
+            if killed_for is None and now >= deadline:
+                killed_for = "timeout"
+        if killed_for is None:
+            # The main process has exited: take what is already in the pipes.
+            for fd in (out_r, err_r):
+                while True:
+                    try:
+                        data = os.read(fd, _READ_CHUNK)
+                    except (BlockingIOError, OSError):
+                        break
+                    if not data or total_out > out_cap:
+                        break
+                    room = out_cap - total_out
+                    outputs[fd] += data[: max(room, 0)]
+                    total_out += len(data)
+                if total_out > out_cap:
+                    killed_for = "output_limit"
+        wall = time.monotonic() - start
+        # Kill and reap everything of this step (the main process included), counting CPU time.
+        main_status = statuses.get(pid)
+        if main_status is None and main_done:
+            try:
+                wpid, main_status, ru = os.wait4(pid, os.WNOHANG)
+                if wpid:
+                    cpu += _rusage_cpu(ru)
+                    statuses[pid] = main_status
+                else:
+                    main_status = None
+            except ChildProcessError:
+                main_status = None
+        extra_cpu, killed = reaper.kill_all(statuses)
+        killed.discard(pid)
+        cpu += extra_cpu
+        if main_status is None:
+            main_status = statuses.get(pid)
+    finally:
+        sel.close()
+        for fd in (out_r, err_r, pidfd, stdin_w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+    exec_error = b""
+    while True:
+        chunk = os.read(exc_r, 4096)
+        if not chunk:
+            break
+        exec_error += chunk
+    os.close(exc_r)
+
+    stdout = bytes(outputs[out_r])
+    stderr = bytes(outputs[err_r])
+    exit_code = None
+    sig = None
+    if main_status is not None:
+        if os.WIFEXITED(main_status):
+            exit_code = os.WEXITSTATUS(main_status)
+        elif os.WIFSIGNALED(main_status):
+            sig = os.WTERMSIG(main_status)
+    if exec_error:
+        stderr = (stderr + b"\nsandbox: could not start the program: " + exec_error)[-out_cap:]
+    if cpu >= cpu_s:
+        killed_for = "timeout"
+    if killed_for is not None:
+        status = killed_for
+    elif sig == signal.SIGXCPU:
+        status = "timeout"
+    elif exit_code == 0:
+        status = "ok"
+    elif sig == signal.SIGKILL:
+        # Not killed by us: the kernel's OOM killer (container memory cap) is the usual cause.
+        status = "memory"
+    elif any(marker in stderr for marker in _MEMORY_MARKERS):
+        status = "memory"
+    else:
+        status = "runtime_error"
+    result = {
+        "status": status,
+        "exit_code": exit_code,
+        "signal": sig,
+        "stdout": base64.b64encode(stdout).decode("ascii"),
+        "stderr": base64.b64encode(stderr).decode("ascii"),
+        "cpu_s": round(cpu, 6),
+        "wall_s": round(wall, 6),
+    }
+    return result, cpu, len(killed)
+
+
+# ----------------------------------------------------------------------------- one request
+
+
+def _safe_path(root: str, name: str) -> str:
+    path = os.path.normpath(os.path.join(root, name))
+    if os.path.isabs(name) or not path.startswith(root + os.sep):
+        raise ValueError(f"file name escapes the work directory: {name!r}")
+    return path
+
+
+def _empty_dir(path: str) -> None:
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return
+    for name in names:
+        full = os.path.join(path, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(full)
+
+
+def _prepare_workdir(cfg: dict[str, Any], files: dict[str, str]) -> str:
+    workdir = os.path.join(cfg["work_root"], "work")
+    if os.path.lexists(workdir):
+        shutil.rmtree(workdir)
+    os.mkdir(workdir, 0o700)
+    for name, b64 in files.items():
+        path = _safe_path(workdir, name)
+        os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(b64))
+        os.chmod(path, 0o700)
+    uid = cfg.get("run_uid")
+    if uid is not None and os.geteuid() == 0:
+        gid = int(cfg.get("run_gid", uid))
+        for dirpath, _, filenames in os.walk(workdir):
+            os.chown(dirpath, int(uid), gid)
+            for n in filenames:
+                os.chown(os.path.join(dirpath, n), int(uid), gid)
+    return workdir
+
+
+def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out: BinaryIO) -> None:
+    limits = req["limits"]
+    workdir = _prepare_workdir(cfg, req["files"])
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": cfg.get("tmpdir") or "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    leftover = 0
+    try:
+        build = req.get("build")
+        build_ok = True
+        if build is not None:
+            cpu = float(limits["build_cpu_s"])
+            result, _, left = _run_step(
+                build["argv"],
+                base64.b64decode(build["stdin"]),
+                workdir,
+                env,
+                limits,
+                cpu,
+                cpu * 2 + 1,
+                reaper,
+                cfg,
+            )
+            leftover += left
+            build_ok = result["status"] == "ok"
+            _write_frame(out, {"kind": "result", "index": -1, "result": result})
+        cpu_left = float(limits["cpu_budget_s"])
+        wall_end = time.monotonic() + float(limits["wall_cap_s"])
+        for i, ex in enumerate(req["executions"]):
+            wall_left = wall_end - time.monotonic()
+            if not build_ok or cpu_left <= 0 or wall_left <= 0:
+                result = {"status": "skipped", "cpu_s": 0.0, "wall_s": 0.0}
+            else:
+                result, used, left = _run_step(
+                    ex["argv"],
+                    base64.b64decode(ex["stdin"]),
+                    workdir,
+                    env,
+                    limits,
+                    cpu_left,
+                    wall_left,
+                    reaper,
+                    cfg,
+                )
+                leftover += left
+                cpu_left -= used
+            _write_frame(out, {"kind": "result", "index": i, "result": result})
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        for path in cfg.get("wipe", ()):
+            _empty_dir(path)
+    _write_frame(out, {"kind": "done", "leftover": leftover > 0, "leftover_processes": leftover})
+
+
+def main(config_json: str) -> None:
+    cfg = json.loads(config_json)
+    _prctl(_PR_SET_DUMPABLE, 0)  # our /proc entries become root-owned: no peeking at our pipes
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back to us to be killed and reaped
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    os.makedirs(cfg["work_root"], exist_ok=True)
+    stdin = sys.stdin.buffer
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but frames may reach the backend's stream
+    reaper = _Reaper(bool(cfg.get("pid_namespace")))
+    _write_frame(out, {"kind": "ready", "pid": os.getpid(), "version": PROTOCOL_VERSION})
+    while True:
+        req = _read_frame(stdin)
+        if req is None:
+            return
+        try:
+            _run_request(req, cfg, reaper, out)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                return
+            _write_frame(out, {"kind": "error", "message": f"{type(exc).__name__}: {exc}"})
+        except Exception as exc:  # noqa: BLE001 - reported; the backend discards this sandbox
+            _write_frame(out, {"kind": "error", "message": f"{type(exc).__name__}: {exc}"})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -17,14 +17,19 @@ Fallback = Literal["answer_is"]
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 
 
-def _balanced(text: str, start: int) -> str | None:
+def _balanced(text: str, start: int, stop: int) -> str | None:
     """The content of the brace group opening at text[start] == '{', or None if it never closes.
 
-    Escaped braces (`\\{`, `\\}`) do not count.
+    Escaped braces (`\\{`, `\\}`) do not count. `stop` is the opening brace of a later group
+    known never to close: reaching it still open means this group cannot close either (its depth
+    there is at least 1 and the later group never returns to it), so the scan ends there and
+    `last_boxed` stays linear in the length of the text, however many boxes are left open.
     """
     depth = 0
     i = start
     while i < len(text):
+        if i >= stop:
+            return None
         ch = text[i]
         if ch == "\\":
             i += 2
@@ -41,12 +46,14 @@ def _balanced(text: str, start: int) -> str | None:
 
 def last_boxed(text: str) -> str | None:
     """The content of the last complete `\\boxed{...}` (or `\\fbox{...}`, or `\\boxed x`)."""
+    unclosed = len(text)
     for match in reversed(list(_BOX.finditer(text))):
         end = match.end()
         if end < len(text) and text[end] == "{":
-            content = _balanced(text, end)
+            content = _balanced(text, end, unclosed)
             if content is not None:
                 return content.strip()
+            unclosed = end
         elif end < len(text) and match.group(0).endswith(" "):
             token = re.match(r"[^\s$]+", text[end:])
             if token:

@@ -1,0 +1,139 @@
+"""Finding the final answer: the last complete `\\boxed{}` and the "answer is" fallbacks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reward_specs.extract import answer_is, extract_answer, last_boxed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r"\boxed{42}", "42"),
+        (r"so $\boxed{ 42 }$.", "42"),  # surrounding spaces are stripped
+        (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),  # nested braces
+        (r"\boxed{\frac{\sqrt{2}}{2}}", r"\frac{\sqrt{2}}{2}"),  # two levels
+        (r"\boxed{\{1,2\}}", r"\{1,2\}"),  # escaped braces do not count
+        (r"\boxed{\left\{ x \right\}}", r"\left\{ x \right\}"),
+        (r"\boxed{1} then \boxed{2}", "2"),  # the last wins
+        (r"\boxed{1} then \boxed{2", "1"),  # an unclosed last box is skipped
+        (r"\boxed{2} and \boxed{\frac{1}{2}", "2"),  # unclosed with nested braces
+        (r"\fbox{7}", "7"),
+        (r"\boxed 7", "7"),  # brace-less
+        (r"$\boxed 7$", "7"),  # brace-less, stops at the dollar
+        (r"\boxed {7}", "7"),  # space before the brace
+        ("no box at all", None),
+        (r"\boxed{", None),
+        ("", None),
+    ],
+)
+def test_last_boxed(text: str, expected: str | None) -> None:
+    assert last_boxed(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is 42.", "42"),
+        ("the answer is 42", "42"),
+        ("THE ANSWER IS 42", "42"),
+        ("Final answer: 7", "7"),
+        ("Final Answer: $x = 3$", "x = 3"),
+        ("Answer: -3", "-3"),
+        ("answer = 5", "5"),
+        ("So the final answer is $\\frac{1}{2}$.", "\\frac{1}{2}"),
+        ("The answer is 3.5.", "3.5"),  # a decimal point is not a sentence end
+        ("The answer is 12. Let me check: 3*4 = 12.", "12"),  # the sentence ends at '. '
+        ("I thought the answer is 6, but the answer is 8.", "8"),  # last anchor on a line
+        ("The answer is 1.\nLater: the answer is 2.", "2"),  # last anchor in the text
+        ("Final answer:\n\n9", "9"),  # the answer on the next line
+        ("The answer is", None),
+        ("The answer is ...", None),
+        ("No anchor here: 42", None),
+    ],
+)
+def test_answer_is(text: str, expected: str | None) -> None:
+    assert answer_is(text) == expected
+
+
+def test_extract_answer_prefers_the_box() -> None:
+    text = "The answer is 5.\n\nActually $\\boxed{6}$."
+    assert extract_answer(text, ("answer_is",)) == ("6", "boxed")
+    assert extract_answer("The answer is 5.", ("answer_is",)) == ("5", "answer_is")
+    assert extract_answer("The answer is 5.", ()) == (None, "none")
+    assert extract_answer("nothing", ("answer_is",)) == (None, "none")
+
+
+def test_an_empty_box_is_no_answer() -> None:
+    assert extract_answer(r"\boxed{}", ()) == (None, "none")
+    assert extract_answer(r"\boxed{ } The answer is 4", ("answer_is",)) == ("4", "answer_is")
+
+
+box_free = st.text(
+    alphabet=st.characters(blacklist_characters="{}\\", blacklist_categories=("Cs",)), max_size=40
+)
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=300))
+def test_extract_never_raises(text: str) -> None:
+    answer, source = extract_answer(text, ("answer_is",))
+    assert source in ("boxed", "answer_is", "none")
+    assert (answer is None) == (source == "none")
+    if answer is not None:
+        assert answer.strip() == answer and answer
+
+
+@settings(max_examples=300)
+@given(box_free, box_free, box_free)
+def test_last_box_content_is_recovered(before: str, content: str, after: str) -> None:
+    text = before + "\\boxed{" + content + "}" + after
+    assert last_boxed(text) == content.strip()
+    nested = before + "\\boxed{\\frac{" + content + "}{2}}" + after
+    assert last_boxed(nested) == "\\frac{" + content + "}{2}"
+
+
+def _naive_last_boxed(text: str) -> str | None:
+    """The obvious quadratic reading of "the last complete box", to check the linear one against."""
+    import re
+
+    for match in reversed(list(re.finditer(r"\\(?:boxed|fbox)\s*", text))):
+        end = match.end()
+        if end < len(text) and text[end] == "{":
+            depth, i = 0, end
+            while i < len(text):
+                if text[i] == "\\":
+                    i += 2
+                    continue
+                depth += {"{": 1, "}": -1}.get(text[i], 0)
+                if depth == 0:
+                    return text[end + 1 : i].strip()
+                i += 1
+        elif end < len(text) and match.group(0).endswith(" "):
+            token = re.match(r"[^\s$]+", text[end:])
+            if token:
+                return token.group(0).strip()
+    return None
+
+
+tokens = st.lists(
+    st.sampled_from(["\\boxed", "\\fbox", "{", "}", "\\{", "\\}", "\\", "x", "1", " ", "$"]),
+    max_size=40,
+)
+
+
+@settings(max_examples=1000)
+@given(tokens)
+def test_last_boxed_matches_the_naive_reading(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert last_boxed(text) == _naive_last_boxed(text)
+
+
+def test_many_unclosed_boxes_after_the_answer() -> None:
+    """A response ending in thousands of open boxes still yields the earlier complete one."""
+    text = "so \\boxed{1}. " + "\\boxed{" * 50_000
+    assert last_boxed(text) == "1"
+    assert last_boxed("\\boxed{" * 50_000) is None

@@ -72,7 +72,7 @@ def _fields(outcome: Outcome) -> dict[str, Any]:
 
 def strip_reasoning(response: str) -> str:
     """The answer part of a response: after the last `</think>`; nothing if thinking never ended."""
-    head, sep, tail = response.rpartition("</think>")
+    _, sep, tail = response.rpartition("</think>")
     if sep:
         return tail
     if "<think>" in response:

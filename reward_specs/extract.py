@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-__all__ = ["Fallback", "extract_answer", "last_boxed", "answer_is"]
+__all__ = ["Fallback", "answer_is", "extract_answer", "last_boxed"]
 
 Fallback = Literal["answer_is"]
 

@@ -88,7 +88,16 @@ def equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[s
     A timeout or an error inside math-verify is the response's doing (a pathological expression):
     the answer is judged not equivalent and the reason is recorded. An unparsable gold is the
     reference's fault and raises `InvalidReference`.
+
+    Verdicts are memoised per process (a GRPO group repeats the same few final answers, and
+    math-verify's own parse cache holds only 20 entries); the function is pure in its arguments.
     """
+    verdict, details = _equivalent(gold, answer, config)
+    return verdict, dict(details)
+
+
+@lru_cache(maxsize=16384)
+def _equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[str, Any]]:
     if len(answer) > config.max_answer_chars:
         return False, {"reason": "answer_too_long"}
     if config.fast_path:
@@ -107,7 +116,7 @@ def equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[s
         )
     except TimeoutException:
         return False, {"reason": "parse_timeout"}
-    except Exception as exc:  # math-verify would return [] here: the answer is unparsable
+    except Exception as exc:  # noqa: BLE001 - math-verify itself reads any error as "unparsable"
         return False, {"reason": "parse_error", "error": type(exc).__name__}
     if not predicted:
         return False, {"reason": "unparsable_answer"}
@@ -130,7 +139,7 @@ def equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[s
                     return True, {"path": "sympy"}
             except TimeoutException:
                 timed_out = True
-            except Exception as exc:  # verify() reads an error as "not equal"; so do we, visibly
+            except Exception as exc:  # noqa: BLE001 - verify() reads any error as "not equal"
                 errors.append(type(exc).__name__)
     details: dict[str, Any] = {"path": "sympy"}
     if timed_out:

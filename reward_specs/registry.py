@@ -29,7 +29,9 @@ class Registry:
             raise ValueError(f"domain name {scorer.domain!r} is not an identifier")
         if scorer.domain in self._scorers:
             raise ValueError(f"a scorer for domain {scorer.domain!r} is already registered")
-        if not (isinstance(scorer.config_type, type) and issubclass(scorer.config_type, DomainConfig)):
+        if not (
+            isinstance(scorer.config_type, type) and issubclass(scorer.config_type, DomainConfig)
+        ):
             raise TypeError(f"{scorer.domain}: config_type must subclass DomainConfig")
         if not (
             isinstance(scorer.reference_type, type)
@@ -54,4 +56,3 @@ class Registry:
 
     def domains(self) -> list[str]:
         return list(self._scorers)
-

@@ -33,7 +33,7 @@ class DomainConfig(BaseModel):
 
 
 class ReferenceModel(BaseModel):
-    """Base of every domain's reference schema. Unknown keys are tolerated (datasets carry extras)."""
+    """Base of every domain's reference schema; extra keys are tolerated."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -71,7 +71,7 @@ class ScoreContext:
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """A known-good item for the registry-wide invariants: `response` must score 1, "" must score 0."""
+    """A known-good item for the registry-wide invariants: `response` scores 1, "" scores 0."""
 
     reference: Mapping[str, Any]
     response: str

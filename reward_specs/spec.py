@@ -137,7 +137,9 @@ def load_spec_file(path: Path, registry: Registry) -> Spec:
     return _resolve(raw, registry, str(path))
 
 
-def load_specs(registry: Registry, directories: tuple[Path, ...] = (BUILTIN_SPEC_DIR,)) -> dict[str, Spec]:
+def load_specs(
+    registry: Registry, directories: tuple[Path, ...] = (BUILTIN_SPEC_DIR,)
+) -> dict[str, Spec]:
     """Load every `*.toml` spec in `directories`; a name defined twice is an error."""
     specs: dict[str, Spec] = {}
     for directory in directories:

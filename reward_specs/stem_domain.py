@@ -1,15 +1,15 @@
-"""STEM: multiple choice by letter, or a free-form numeric/symbolic answer with a relative tolerance.
+"""STEM: multiple choice by letter, or a free-form numeric/symbolic answer within a tolerance.
 
 Multiple choice (`reference.choices` given). The chosen letter is read, in order of precedence, from
 the last `\\boxed{}`, the last "Answer: C" / "the answer is (C)", the last parenthesised letter
 "(C)", and the last "option C" / "choice C". Where one of those places holds the text of a choice
-instead of a letter, that choice is taken. Only letters of the offered choices count. The gold may be
-a letter, a 0-based index, or the text of the correct choice.
+instead of a letter, that choice is taken. Only letters of the offered choices count. The gold
+may be a letter, a 0-based index, or the text of the correct choice.
 
-Free form (no `choices`). The final answer (last `\\boxed{}`, then the fallbacks) is read as a number
-where it is one (`3.2e-5`, `3.2 \\times 10^{-5}`, `1/8`, thousands separators, a trailing unit) and
-compared with `rel_tol` (the reference's, else the spec's); otherwise it is compared symbolically
-with math-verify, as the math domain does.
+Free form (no `choices`). The final answer (last `\\boxed{}`, then the fallbacks) is read as a
+number where it is one (`3.2e-5`, `3.2 \\times 10^{-5}`, `1/8`, thousands separators, a trailing
+unit) and compared with `rel_tol` (the reference's, else the spec's); otherwise it is compared
+symbolically with math-verify, as the math domain does.
 """
 
 from __future__ import annotations
@@ -82,7 +82,9 @@ def _gold_index(reference: StemReference) -> int:
     for i, choice in enumerate(choices):
         if _norm(choice) == _norm(gold):
             return i
-    raise InvalidReference(f"the gold answer {gold[:100]!r} is neither a choice's letter nor its text")
+    raise InvalidReference(
+        f"the gold answer {gold[:100]!r} is neither a choice's letter nor its text"
+    )
 
 
 def _letter_in(text: str, n: int) -> int | None:
@@ -154,10 +156,16 @@ def _score_choice(text: str, reference: StemReference) -> Judgement:
 
 _NUMBER = r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _TIMES_TEN = re.compile(
-    r"^(?P<m>" + _NUMBER + r")\s*(?:\\times|\\cdot|×|\*|x)\s*10\s*\^\s*\{?\s*(?P<e>[+-−]?\d+)\s*\}?$"
+    r"^(?P<m>"
+    + _NUMBER
+    + r")\s*(?:\\times|\\cdot|×|\*|x)\s*10\s*\^\s*\{?\s*(?P<e>[+-−]?\d+)\s*\}?$"
 )
-_FRACTION = re.compile(r"^(?:\\d?frac\{(?P<a>[^{}]+)\}\{(?P<b>[^{}]+)\}|(?P<c>[^/]+)/(?P<d>[^/]+))$")
-_UNIT_TAIL = re.compile(r"^(?P<num>.*?\d\.?)(?![\d.])\s*(?:\\[,;!]\s*)?(?:\\(?:text|mathrm)\{[^}]*\}|[a-zA-Z°%/·^\-\d\s]*)$")
+_FRACTION = re.compile(
+    r"^(?:\\d?frac\{(?P<a>[^{}]+)\}\{(?P<b>[^{}]+)\}|(?P<c>[^/]+)/(?P<d>[^/]+))$"
+)
+_UNIT_TAIL = re.compile(
+    r"^(?P<num>.*?\d\.?)(?![\d.])\s*(?:\\[,;!]\s*)?(?:\\(?:text|mathrm)\{[^}]*\}|[a-zA-Z°%/·^\-\d\s]*)$"
+)
 
 
 def parse_number(text: str) -> float | None:
@@ -187,7 +195,11 @@ def _plain_or_scientific(t: str) -> float | None:
         return float(m.group("m").replace(",", "")) * 10.0 ** int(m.group("e").replace("−", "-"))
     m = _FRACTION.match(t)
     if m:
-        a, b = (m.group("a"), m.group("b")) if m.group("a") is not None else (m.group("c"), m.group("d"))
+        a, b = (
+            (m.group("a"), m.group("b"))
+            if m.group("a") is not None
+            else (m.group("c"), m.group("d"))
+        )
         num, den = _plain_or_scientific(a.strip()), _plain_or_scientific(b.strip())
         if num is not None and den not in (None, 0.0):
             return num / den  # type: ignore[operator]
@@ -225,7 +237,9 @@ def score_stem(
 
 def _examples() -> list[Example]:
     return [
-        Example({"answer": "B", "choices": ["red", "green", "blue"]}, "So it must be green.\nAnswer: B"),
+        Example(
+            {"answer": "B", "choices": ["red", "green", "blue"]}, "So it must be green.\nAnswer: B"
+        ),
         Example({"answer": "blue", "choices": ["red", "green", "blue"]}, "\\boxed{C}"),
         Example({"answer": "3.2e-5"}, "The rate is \\boxed{3.2 \\times 10^{-5}}."),
         Example({"answer": "x^2 + 1"}, "\\boxed{1 + x^2}"),

@@ -3,7 +3,7 @@
 Three independent treatments, each off unless the spec turns it on:
 
 - `truncation` (ProRL stages 4-5): a response cut off by the length limit (`finish_reason ==
-  "length"`) has its reward multiplied by `coefficient` (0 by default: a truncated answer earns nothing).
+  "length"`) has its reward multiplied by `coefficient` (0 by default: it earns nothing).
 - `overlong` (DAPO's soft overlong punishment): over the last `buffer_tokens` before
   `max_response_tokens` the reward falls linearly by up to `penalty_factor`; a response longer than
   the limit loses the full factor.

@@ -1,0 +1,185 @@
+"""Math scoring throughput: Proctor's /v1/score against the plain math-verify loop trainers run.
+
+Builds 4,096 realistic math responses (a few KB of reasoning with inline LaTeX, then a boxed final
+answer; a mix of equal, equivalent-but-different and wrong answers, some symbolic), then in one run:
+
+  (a) a plain loop in this process: `verify(parse("\\boxed{gold}"), parse(response))`, as
+      trainers' reward functions do today (TRL's and verl's math-verify rewards);
+  (b) `POST /v1/score` with all items in one batch, against `proctor serve` started here on the
+      embedded default (local worker pool, one worker per core).
+
+Prints items/s for both and the ratio, and checks that no verdict differs except where (a) timed
+out. `--short` (or PROCTOR_SHORT=1) uses 512 items for CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from math_verify import parse, verify
+
+# (gold, equivalent-but-different forms, wrong forms); integers dominate real math sets.
+PROBLEMS: list[tuple[str, list[str], list[str]]] = [
+    ("\\frac{1}{2}", ["0.5", "\\dfrac{1}{2}", "\\frac{2}{4}"], ["\\frac{1}{3}", "2"]),
+    ("\\sqrt{2}", ["2^{1/2}", "\\frac{2}{\\sqrt{2}}"], ["\\sqrt{3}", "1.41"]),
+    ("\\frac{\\sqrt{3}}{2}", ["\\frac{1}{2}\\sqrt{3}", "\\sin(\\pi/3)"], ["\\frac{\\sqrt{2}}{2}"]),
+    ("x^2-1", ["(x-1)(x+1)", "-1+x^2"], ["x^2+1", "(x-1)^2"]),
+    ("2\\pi", ["\\pi \\cdot 2", "2 \\pi"], ["\\pi", "4\\pi"]),
+    ("(1, 3)", ["(1,3)"], ["[1, 3]", "(1, 4)"]),
+    ("\\{1, 2, 3\\}", ["\\{3, 2, 1\\}"], ["\\{1, 2\\}"]),
+    ("e^{2}", ["e^2", "\\exp(2)"], ["e", "2e"]),
+    ("\\frac{7}{12}", ["\\frac{14}{24}"], ["\\frac{5}{12}", "0.5"]),
+    ("3\\sqrt{5}", ["\\sqrt{45}"], ["5\\sqrt{3}", "\\sqrt{15}"]),
+]
+
+PROSE = [
+    "Let us first restate the problem carefully and identify what is being asked.",
+    "We consider the substitution $t = x + 1$, which simplifies the expression to $t^2 - 2t$.",
+    "By the AM-GM inequality, $\\frac{a+b}{2} \\geq \\sqrt{ab}$ with equality when $a = b$.",
+    "Checking small cases: for $n = 1$ we get $3$, for $n = 2$ we get $7$, for $n = 3$, $15$.",
+    "Wait, that is not right. Let me recompute the sum $\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}$.",
+    "The discriminant is $b^2 - 4ac = 16 - 12 = 4$, so the roots are real and distinct.",
+    "Hmm, we should double-check the boundary condition at $x = 0$ before moving on.",
+    "Using the identity $\\sin^2\\theta + \\cos^2\\theta = 1$ we can eliminate $\\cos\\theta$.",
+    "So the area of the triangle is $\\frac{1}{2} \\cdot 6 \\cdot 4 = 12$ square units.",
+    "Therefore modulo $7$ the residues cycle with period $3$: $2, 4, 1, 2, 4, 1, \\ldots$",
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    gold: str
+    response: str
+
+
+def make_cases(n: int, seed: int = 0) -> list[Case]:
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(n):
+        reasoning = " ".join(rng.choice(PROSE) for _ in range(rng.randint(12, 40)))
+        kind = rng.random()
+        if kind < 0.55:  # integer answers, as in AIME/GSM-style sets
+            gold_int = rng.randint(0, 999)
+            gold = str(gold_int)
+            answer = gold if rng.random() < 0.55 else str(gold_int + rng.choice([-2, -1, 1, 3, 10]))
+        else:
+            gold, equivalent, wrong = rng.choice(PROBLEMS)
+            roll = rng.random()
+            answer = gold if roll < 0.3 else rng.choice(equivalent if roll < 0.65 else wrong)
+        response = f"{reasoning}\n\nPutting it together, the final answer is $\\boxed{{{answer}}}$."
+        cases.append(Case(gold, response))
+    return cases
+
+
+def baseline(cases: list[Case]) -> tuple[list[bool], float]:
+    verdicts = []
+    started = time.perf_counter()
+    for case in cases:
+        verdicts.append(bool(verify(parse("\\boxed{" + case.gold + "}"), parse(case.response))))
+    return verdicts, time.perf_counter() - started
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def ours(cases: list[Case]) -> tuple[list[dict[str, Any]], float]:
+    port = _free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass  # not listening yet
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("proctor serve did not become ready")
+        items = [
+            {"domain": "math", "response": c.response, "reference": {"answer": c.gold}}
+            for c in cases
+        ]
+        started = time.perf_counter()
+        reply = httpx.post(url + "/v1/score", json={"items": items}, timeout=1800)
+        elapsed = time.perf_counter() - started
+        reply.raise_for_status()
+        return reply.json()["results"], elapsed
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=None)
+    parser.add_argument("--short", action="store_true", help="512 items (CI)")
+    parser.add_argument("--json", action="store_true", help="also print a JSON summary line")
+    args = parser.parse_args()
+    short = args.short or os.environ.get("PROCTOR_SHORT") == "1"
+    n = args.items or (512 if short else 4096)
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+    cases = make_cases(n)
+    base_verdicts, base_s = baseline(cases)
+    results, ours_s = ours(cases)
+
+    base_rate, ours_rate = n / base_s, n / ours_s
+    statuses = {r["status"] for r in results}
+    differ = [
+        i
+        for i, (b, r) in enumerate(zip(base_verdicts, results, strict=True))
+        if bool(r["success"]) != b
+    ]
+    print(f"items: {n} ({sum(base_verdicts)} correct per math-verify)")
+    print(f"(a) plain math-verify loop, 1 process: {base_rate:8.1f} items/s  ({base_s:.2f} s)")
+    print(f"(b) POST /v1/score, embedded default:  {ours_rate:8.1f} items/s  ({ours_s:.2f} s)")
+    print(f"ratio (b)/(a): {ours_rate / base_rate:.2f}x")
+    print(f"statuses: {sorted(statuses)}; verdicts differing from (a): {len(differ)}")
+    for i in differ[:10]:
+        answer = results[i]["details"].get("extracted")
+        print(f"  differs: gold={cases[i].gold!r} extracted={answer!r} (a)={base_verdicts[i]}")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "items": n,
+                    "baseline_per_s": base_rate,
+                    "ours_per_s": ours_rate,
+                    "ratio": ours_rate / base_rate,
+                    "differing": len(differ),
+                }
+            )
+        )
+    return 1 if differ or statuses != {"ok"} else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,427 @@
+"""A pool of scoring worker processes that never loses an item.
+
+One manager thread owns every worker: it sends chunks to idle workers, reads per-item outcomes,
+reaps dead workers and enforces timeouts, all from one `multiprocessing.connection.wait` loop, so
+no process state is ever read from two threads. Callers `submit` a batch and get a
+`concurrent.futures.Future` that always resolves with exactly one `Outcome` per task:
+
+- a worker that dies mid-chunk is replaced; the item it was scoring is retried once, and an item
+  that kills a worker twice is judged 0 as a poison item; the rest of its chunk is requeued;
+- an item that runs past `item_timeout_s` has its worker killed and replaced, and is judged 0
+  with reason `timeout` (the verifiers' own timeouts normally fire long before);
+- items not finished by the batch's deadline are `infra_error` (`deadline_exceeded`);
+- if workers cannot even start, pending items are `infra_error` (`workers_unavailable`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+from reward_specs import Item, Outcome
+from service.dispatch.worker import worker_main
+
+__all__ = ["PoolStats", "WorkerPool"]
+
+log = logging.getLogger(__name__)
+
+_MAX_STRIKES = 2
+_START_FAILURES_BEFORE_BROKEN = 5
+
+
+def judged_zero(reason: str, **details: Any) -> Outcome:
+    """A judged outcome with no credit, for what the response itself caused."""
+    return Outcome(
+        status="ok",
+        reward=0.0,
+        score=0.0,
+        success=False,
+        parsed=False,
+        details={"reason": reason, **details},
+    )
+
+
+@dataclass(eq=False)
+class _Batch:
+    spec_name: str
+    items: Sequence[Item]
+    deadline: float
+    future: Future[list[Outcome]]
+    results: list[Outcome | None]
+    remaining: int
+    strikes: dict[int, int] = field(default_factory=dict)
+    done: bool = False
+
+
+@dataclass(eq=False)
+class _Chunk:
+    id: int
+    batch: _Batch
+    positions: list[int]
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    started: float
+    ready: bool = False
+    chunk: _Chunk | None = None
+    done_in_chunk: int = 0
+    item_started: float = 0.0
+
+
+@dataclass
+class PoolStats:
+    workers: int = 0
+    ready_workers: int = 0
+    restarts: int = 0
+    timeouts: int = 0
+    poison_items: int = 0
+    pending_chunks: int = 0
+    broken: str | None = None
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        size: int,
+        *,
+        registry_path: str,
+        spec_dirs: Sequence[Path] = (),
+        item_timeout_s: float = 30.0,
+        memory_mb: int = 4096,
+        chunk_size: int = 0,
+    ) -> None:
+        self.size = size
+        self.registry_path = registry_path
+        self.spec_dirs = tuple(spec_dirs)
+        self.item_timeout_s = item_timeout_s
+        self.memory_mb = memory_mb
+        self.chunk_size = chunk_size
+        self._mp = multiprocessing.get_context("forkserver")
+        self._mp.set_forkserver_preload(["service.dispatch.worker"])
+        self._inbox: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = self._mp.Pipe(duplex=False)
+        self._workers: list[_Worker] = []
+        self._pending: deque[_Chunk] = deque()
+        self._batches: list[_Batch] = []
+        self._chunk_ids = itertools.count()
+        self._start_failures = 0
+        self._stats = PoolStats()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    # ------------------------------------------------------------------ public, any thread
+
+    def start(self) -> None:
+        for _ in range(self.size):
+            self._workers.append(self._spawn())
+        self._thread = threading.Thread(target=self._run, name="proctor-pool", daemon=True)
+        self._thread.start()
+
+    def submit(
+        self, spec_name: str, items: Sequence[Item], deadline: float
+    ) -> Future[list[Outcome]]:
+        """Score `items` under spec `spec_name`; `deadline` is a `time.monotonic()` instant."""
+        future: Future[list[Outcome]] = Future()
+        if not items:
+            future.set_result([])
+            return future
+        if self._stopping:
+            future.set_exception(RuntimeError("the worker pool is stopped"))
+            return future
+        batch = _Batch(spec_name, items, deadline, future, [None] * len(items), len(items))
+        self._inbox.put(batch)
+        self._wake()
+        return future
+
+    def stats(self) -> PoolStats:
+        stats = PoolStats(**self._stats.__dict__)
+        stats.workers = len(self._workers)
+        stats.ready_workers = sum(w.ready for w in self._workers)
+        stats.pending_chunks = len(self._pending)
+        return stats
+
+    def ready(self) -> bool:
+        return self._stats.broken is None and any(w.ready for w in self._workers)
+
+    def worker_pids(self) -> list[int]:
+        return [w.process.pid for w in self._workers if w.process.pid is not None and w.ready]
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping = True
+        self._inbox.put(None)
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ manager thread only
+
+    def _wake(self) -> None:
+        # If the manager is gone, submit() already refuses new work; nothing to wake.
+        with contextlib.suppress(OSError, ValueError):
+            self._wake_w.send_bytes(b"")
+
+    def _spawn(self) -> _Worker:
+        parent, child = self._mp.Pipe(duplex=True)
+        process = self._mp.Process(
+            target=worker_main,
+            args=(child, self.registry_path, self.spec_dirs, self.memory_mb),
+            name="proctor-worker",
+            daemon=True,
+        )
+        process.start()
+        child.close()
+        return _Worker(process=process, conn=parent, started=time.monotonic())
+
+    def _run(self) -> None:
+        try:
+            while True:
+                if not self._drain_inbox():
+                    break
+                self._assign()
+                waitables: list[Any] = [self._wake_r]
+                for worker in self._workers:
+                    waitables += [worker.conn, worker.process.sentinel]
+                busy = any(w.chunk is not None for w in self._workers) or self._batches
+                for ready in wait(waitables, timeout=0.05 if busy else 0.5):
+                    self._on_ready(ready)
+                self._check_timeouts()
+                self._check_deadlines()
+        except Exception:  # the manager must never die silently: fail every batch visibly
+            log.exception("worker pool manager crashed")
+            self._stats.broken = "manager crashed"
+            self._fail_all("pool_crashed", "the worker pool manager crashed")
+        finally:
+            self._shutdown_workers()
+
+    def _drain_inbox(self) -> bool:
+        while True:
+            try:
+                batch = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+            if batch is None:
+                self._fail_all("shutting_down", "the service is shutting down")
+                return False
+            if self._stats.broken is not None:
+                self._finish_missing(batch, "workers_unavailable", self._stats.broken)
+                continue
+            self._batches.append(batch)
+            size = self._chunk_size(len(batch.items))
+            positions = list(range(len(batch.items)))
+            for start in range(0, len(positions), size):
+                chunk = _Chunk(next(self._chunk_ids), batch, positions[start : start + size])
+                self._pending.append(chunk)
+
+    def _chunk_size(self, n: int) -> int:
+        if self.chunk_size:
+            return self.chunk_size
+        # Several chunks per worker keep the pool balanced; a cap keeps deaths cheap to redo.
+        return max(1, min(64, math.ceil(n / (self.size * 4))))
+
+    def _assign(self) -> None:
+        for worker in self._workers:
+            if not worker.ready or worker.chunk is not None:
+                continue
+            while self._pending:
+                chunk = self._pending.popleft()
+                todo = [p for p in chunk.positions if chunk.batch.results[p] is None]
+                if chunk.batch.done or not todo:
+                    continue
+                chunk.positions = todo
+                tasks = [(p, chunk.batch.spec_name, chunk.batch.items[p]) for p in todo]
+                try:
+                    worker.conn.send((chunk.id, tasks))
+                except (OSError, ValueError):
+                    self._pending.appendleft(chunk)  # the worker died; its sentinel will tell
+                    break
+                worker.chunk = chunk
+                worker.done_in_chunk = 0
+                worker.item_started = time.monotonic()
+                break
+
+    def _worker_for(self, ready: Any) -> _Worker | None:
+        for worker in self._workers:
+            if ready is worker.conn or ready == worker.process.sentinel:
+                return worker
+        return None
+
+    def _on_ready(self, ready: Any) -> None:
+        if ready is self._wake_r:
+            while self._wake_r.poll():
+                self._wake_r.recv_bytes()
+            return
+        worker = self._worker_for(ready)
+        if worker is None:
+            return
+        self._read_messages(worker)
+        if ready == worker.process.sentinel or not worker.process.is_alive():
+            self._on_death(worker)
+
+    def _read_messages(self, worker: _Worker) -> None:
+        try:
+            while worker.conn.poll():
+                message = worker.conn.recv()
+                if message[0] == "ready":
+                    worker.ready = True
+                    self._start_failures = 0
+                    continue
+                chunk_id, position, outcome = message
+                chunk = worker.chunk
+                if chunk is None or chunk.id != chunk_id:
+                    continue
+                self._record(chunk.batch, position, outcome)
+                worker.done_in_chunk += 1
+                worker.item_started = time.monotonic()
+                if worker.done_in_chunk >= len(chunk.positions):
+                    worker.chunk = None
+        except (EOFError, OSError):
+            pass  # the worker is gone: its sentinel is ready too and _on_death runs next
+
+    def _record(self, batch: _Batch, position: int, outcome: Outcome) -> None:
+        if batch.done or batch.results[position] is not None:
+            return
+        batch.results[position] = outcome
+        batch.remaining -= 1
+        if batch.remaining == 0:
+            self._complete(batch)
+
+    def _complete(self, batch: _Batch) -> None:
+        batch.done = True
+        self._batches = [b for b in self._batches if b is not batch]
+        results = [r for r in batch.results if r is not None]
+        if not batch.future.done():
+            batch.future.set_result(results)
+
+    def _in_flight(self, worker: _Worker) -> tuple[_Chunk, int, list[int]] | None:
+        chunk = worker.chunk
+        if chunk is None or worker.done_in_chunk >= len(chunk.positions):
+            return None
+        current = chunk.positions[worker.done_in_chunk]
+        rest = chunk.positions[worker.done_in_chunk + 1 :]
+        return chunk, current, rest
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.conn.close()
+        worker.process.join(timeout=1.0)
+        self._workers = [w for w in self._workers if w is not worker]
+        if self._stopping:
+            return
+        if not worker.ready:
+            self._start_failures += 1
+            if self._start_failures >= _START_FAILURES_BEFORE_BROKEN:
+                self._stats.broken = (
+                    f"workers exit during start-up (exit code {worker.process.exitcode})"
+                )
+                log.error("worker pool broken: %s", self._stats.broken)
+                self._fail_all("workers_unavailable", self._stats.broken)
+                return
+            time.sleep(min(2.0, 0.1 * 2**self._start_failures))
+        self._stats.restarts += 1
+        self._workers.append(self._spawn())
+
+    def _on_death(self, worker: _Worker) -> None:
+        flight = self._in_flight(worker)
+        log.warning("worker %s exited with code %s", worker.process.pid, worker.process.exitcode)
+        if flight is not None:
+            chunk, current, rest = flight
+            batch = chunk.batch
+            strikes = batch.strikes.get(current, 0) + 1
+            batch.strikes[current] = strikes
+            if rest:
+                self._pending.appendleft(_Chunk(next(self._chunk_ids), batch, rest))
+            if strikes >= _MAX_STRIKES:
+                self._stats.poison_items += 1
+                self._record(
+                    batch,
+                    current,
+                    judged_zero("poison", message="scoring this item killed a worker twice"),
+                )
+            else:
+                self._pending.appendleft(_Chunk(next(self._chunk_ids), batch, [current]))
+        self._replace(worker)
+
+    def _check_timeouts(self) -> None:
+        now = time.monotonic()
+        for worker in list(self._workers):
+            flight = self._in_flight(worker)
+            if flight is None or now - worker.item_started < self.item_timeout_s:
+                continue
+            chunk, current, rest = flight
+            self._stats.timeouts += 1
+            log.warning(
+                "item exceeded %.1fs; killing worker %s", self.item_timeout_s, worker.process.pid
+            )
+            if worker.process.pid is not None:
+                with contextlib.suppress(ProcessLookupError):  # it may have died meanwhile
+                    os.kill(worker.process.pid, signal.SIGKILL)
+            worker.process.join(timeout=5.0)
+            self._read_messages(worker)
+            flight = self._in_flight(worker)
+            if flight is not None and flight[1] == current:
+                self._record(
+                    chunk.batch,
+                    current,
+                    judged_zero("timeout", limit_s=self.item_timeout_s),
+                )
+                if rest:
+                    self._pending.appendleft(_Chunk(next(self._chunk_ids), chunk.batch, rest))
+            elif flight is not None:
+                self._pending.appendleft(
+                    _Chunk(next(self._chunk_ids), chunk.batch, [flight[1], *flight[2]])
+                )
+            worker.chunk = None
+            self._replace(worker)
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        for batch in list(self._batches):
+            if now >= batch.deadline:
+                self._finish_missing(
+                    batch,
+                    "deadline_exceeded",
+                    "the request deadline passed before this item was scored",
+                )
+
+    def _finish_missing(self, batch: _Batch, code: str, message: str) -> None:
+        for position, outcome in enumerate(batch.results):
+            if outcome is None:
+                batch.results[position] = Outcome.failure("infra_error", code, message)
+        batch.remaining = 0
+        self._complete(batch)
+
+    def _fail_all(self, code: str, message: str) -> None:
+        for batch in list(self._batches):
+            self._finish_missing(batch, code, message)
+        self._pending.clear()
+
+    def _shutdown_workers(self) -> None:
+        for worker in self._workers:
+            with contextlib.suppress(OSError, ValueError):  # already gone
+                worker.conn.send(None)
+        deadline = time.monotonic() + 2.0
+        for worker in self._workers:
+            worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(timeout=1.0)
+            worker.conn.close()
+        self._workers = []

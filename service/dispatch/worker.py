@@ -1,0 +1,98 @@
+"""The worker process: loads the registry and specs once, then scores chunks of items.
+
+It runs scorers on its main thread (math-verify's timeouts need `signal.alarm`) and reports each
+item's outcome as soon as it has it, so the pool always knows which item is in flight. It exits
+when its pipe closes, so a killed service leaves no workers behind.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import resource
+import signal
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from reward_specs import (
+    BUILTIN_SPEC_DIR,
+    Item,
+    Outcome,
+    Registry,
+    ScoreContext,
+    Spec,
+    load_specs,
+    score_item,
+)
+
+__all__ = ["Task", "load_registry", "worker_main"]
+
+Task = tuple[int, str, Item]
+"""(position in the batch, spec name, item)."""
+
+
+def load_registry(path: str) -> Registry:
+    """Resolve a `module:function` registry factory (the `registry` setting)."""
+    module_name, _, attr = path.partition(":")
+    factory: Callable[[], Registry] = getattr(importlib.import_module(module_name), attr)
+    registry = factory()
+    if not isinstance(registry, Registry):
+        raise TypeError(f"{path} returned {type(registry).__name__}, not a Registry")
+    return registry
+
+
+def load_all_specs(registry: Registry, spec_dirs: Sequence[Path]) -> dict[str, Spec]:
+    return load_specs(registry, (BUILTIN_SPEC_DIR, *spec_dirs))
+
+
+def _limit_memory(memory_mb: int) -> None:
+    limit = memory_mb * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _warm_up(registry: Registry, specs: dict[str, Spec], ctx: ScoreContext) -> None:
+    """Score each process scorer's examples once, so the first real items pay no import or
+    grammar start-up cost (sympy, ANTLR, language models of the checkers)."""
+    spec = next(iter(specs.values()), None)
+    if spec is None:
+        return
+    for scorer in registry:
+        if scorer.executor == "process":
+            for example in scorer.examples():
+                score_item(
+                    registry, spec, Item(scorer.domain, example.response, example.reference), ctx
+                )
+
+
+def worker_main(
+    conn: Connection, registry_path: str, spec_dirs: Sequence[Path], memory_mb: int
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service decides when workers stop
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _limit_memory(memory_mb)
+    registry = load_registry(registry_path)
+    specs = load_all_specs(registry, spec_dirs)
+    ctx = ScoreContext()
+    _warm_up(registry, specs, ctx)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        chunk_id, tasks = message
+        for position, spec_name, item in tasks:
+            spec = specs.get(spec_name)
+            if spec is None:
+                outcome = Outcome.failure(
+                    "infra_error", "unknown_spec", f"worker has no spec {spec_name!r}"
+                )
+            else:
+                outcome = score_item(registry, spec, item, ctx)
+            conn.send((chunk_id, position, outcome))

@@ -1,0 +1,129 @@
+"""The app factory: builds a Proctor app from settings. No import-time singletons."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from reward_specs import BUILTIN_SPEC_DIR, SpecError, load_specs
+from service.dispatch.local import LocalDispatcher
+from service.dispatch.worker import load_registry
+from service.jobs import JobStore
+from service.metrics import Metrics
+from service.routes import health, score
+from service.settings import Settings
+from service.state import AppState
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Refuse request bodies over `limit` bytes with a 413, before they are parsed."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(send)
+            return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> MutableMapping[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _BodyTooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
+        body = (
+            b'{"detail":[{"loc":["body"],"msg":"request body exceeds %d bytes",'
+            b'"type":"request_too_large"}]}' % self.limit
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def build_state(settings: Settings) -> AppState:
+    """Registry, specs and dispatcher for `settings`; spec errors surface here, at start-up."""
+    registry = load_registry(settings.registry)
+    specs = load_specs(registry, (BUILTIN_SPEC_DIR, *settings.spec_dirs))
+    if settings.default_spec not in specs:
+        raise SpecError(f"default spec {settings.default_spec!r} is not among {sorted(specs)}")
+    dispatcher = LocalDispatcher(settings, registry)
+    return AppState(
+        settings=settings,
+        registry=registry,
+        specs=specs,
+        dispatcher=dispatcher,
+        metrics=Metrics(dispatcher.pool.stats),
+        jobs=JobStore(settings.max_jobs, settings.job_ttl_s),
+    )
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    state = build_state(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await state.dispatcher.start()
+        try:
+            yield
+        finally:
+            await state.jobs.close()
+            await state.dispatcher.stop()
+
+    app = FastAPI(
+        title="Proctor",
+        version="1",
+        summary="Verifier and reward service for RL on reasoning language models.",
+        lifespan=lifespan,
+    )
+    app.state.proctor = state
+    app.include_router(score.router)
+    app.include_router(health.router)
+    app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    return app

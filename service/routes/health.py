@@ -1,0 +1,67 @@
+"""Liveness, readiness, limits, specs and metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service.deps import StateDep
+from service.schemas import LimitsInfo, SpecInfo, SpecsResponse
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["health"], summary="The process is up")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    tags=["health"],
+    summary="Workers and sandboxes are ready",
+    responses={503: {"description": "A component is not ready; the body says which."}},
+)
+async def readyz(state: StateDep) -> JSONResponse:
+    components = state.dispatcher.readiness()
+    ready = all(components.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not_ready", "components": components},
+        status_code=200 if ready else 503,
+    )
+
+
+@router.get("/v1/specs", response_model=SpecsResponse, tags=["specs"], summary="Known reward specs")
+async def specs(state: StateDep) -> SpecsResponse:
+    default = state.settings.default_spec
+    return SpecsResponse(
+        default=default,
+        specs=[
+            SpecInfo(
+                **spec.summary(),
+                description=spec.description,
+                default=name == default,
+                parameters=spec.parameters(),
+            )
+            for name, spec in sorted(state.specs.items())
+        ],
+    )
+
+
+@router.get("/v1/limits", response_model=LimitsInfo, tags=["specs"], summary="Request limits")
+async def limits(state: StateDep) -> LimitsInfo:
+    s = state.settings
+    return LimitsInfo(
+        max_items_per_request=s.max_items_per_request,
+        max_response_bytes=s.max_response_bytes,
+        max_request_bytes=s.max_request_bytes,
+        request_deadline_s=s.request_deadline_s,
+        item_timeout_s=s.item_timeout_s,
+        max_jobs=s.max_jobs,
+    )
+
+
+@router.get("/metrics", tags=["health"], summary="Prometheus metrics", response_class=Response)
+async def metrics(state: StateDep) -> Response:
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

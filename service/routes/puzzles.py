@@ -1,0 +1,130 @@
+"""GET /v1/puzzles and POST /v1/puzzles/{task}/sample: Reasoning Gym tasks for trainers.
+
+A trainer builds its puzzle mixture from the service and scores it with the same semantics: each
+sampled entry can be sent back as a `puzzle` reference, by value (`{"task", "entry"}`) or by its
+coordinates (`{"task", "config", "seed", "index"}`, regenerated identically). The routes only call
+`reward_specs`; generation and validation live there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Path
+from pydantic import BaseModel, ConfigDict, Field
+
+from reward_specs import InvalidReference
+from reward_specs.puzzle_domain import VALIDATED_TASKS
+from reward_specs.puzzles import MAX_SAMPLE_COUNT, sample_entries, task_info, task_names
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["puzzles"])
+
+
+class PuzzleTask(BaseModel):
+    task: str
+    category: str
+    default_config: dict[str, Any]
+    """The dataset's config with its defaults (everything but the seed)."""
+    default_config_valid: bool
+    """False where the task needs a config to be usable (`composite` needs `datasets`)."""
+    validator: Literal["proctor", "reasoning_gym"]
+    """Who judges answers: our own validator (Boxnet, graph colouring) or the task's scorer."""
+
+
+class PuzzleList(BaseModel):
+    tasks: list[PuzzleTask]
+    max_sample_count: int
+
+
+class SampleRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    config: dict[str, Any] = Field(default_factory=dict)
+    """Dataset config overrides; unknown or refused fields are a 422 naming them."""
+    seed: int = 0
+    count: int = Field(16, ge=1, le=MAX_SAMPLE_COUNT)
+    start: int = Field(0, ge=0)
+    """Index of the first entry: entries `start .. start+count-1` of the dataset."""
+
+
+class PuzzleEntry(BaseModel):
+    index: int
+    question: str
+    answer: str | None
+    """The gold answer where the task has one (Boxnet and graph colouring have none)."""
+    metadata: dict[str, Any]
+    reference: dict[str, Any]
+    """A `puzzle` reference for /v1/score that regenerates this entry."""
+
+
+class SampleResponse(BaseModel):
+    task: str
+    config: dict[str, Any]
+    seed: int
+    entries: list[PuzzleEntry]
+
+
+_STATUS = {"unknown_task": 404}
+
+
+def _refuse(exc: InvalidReference) -> HTTPException:
+    return HTTPException(
+        status_code=_STATUS.get(exc.code, 422), detail={"code": exc.code, "message": str(exc)}
+    )
+
+
+@router.get("/v1/puzzles", response_model=PuzzleList, summary="Reasoning Gym tasks")
+def list_puzzles() -> PuzzleList:
+    tasks = []
+    for name in task_names():
+        info = task_info(name)
+        tasks.append(
+            PuzzleTask(
+                task=info.task,
+                category=info.category,
+                default_config=info.default_config,
+                default_config_valid=info.default_config_valid,
+                validator="proctor" if name in VALIDATED_TASKS else "reasoning_gym",
+            )
+        )
+    return PuzzleList(tasks=tasks, max_sample_count=MAX_SAMPLE_COUNT)
+
+
+@router.post(
+    "/v1/puzzles/{task}/sample",
+    response_model=SampleResponse,
+    summary="Generate entries of a task",
+    description="Entries `start .. start+count-1` of the task's dataset for `config` and "
+    "`seed`, exactly as `reasoning_gym.create_dataset(task, **config, seed=seed)` produces them. "
+    "An unknown task is a 404; a config the dataset refuses, a 422 naming it.",
+    responses={404: {"description": "Unknown task"}, 422: {"description": "Bad config"}},
+)
+def sample(
+    body: SampleRequest, task: str = Path(..., description="A task of GET /v1/puzzles")
+) -> SampleResponse:
+    try:
+        entries = sample_entries(task, body.config, body.seed, body.count, body.start)
+    except InvalidReference as exc:
+        raise _refuse(exc) from None
+    return SampleResponse(
+        task=task,
+        config=body.config,
+        seed=body.seed,
+        entries=[
+            PuzzleEntry(
+                index=e["index"],
+                question=e.get("question", ""),
+                answer=e.get("answer"),
+                metadata=e.get("metadata") or {},
+                reference={
+                    "task": task,
+                    "config": body.config,
+                    "seed": body.seed,
+                    "index": e["index"],
+                },
+            )
+            for e in entries
+        ],
+    )

@@ -1,0 +1,82 @@
+"""POST /v1/score and the jobs API built on the same scoring path."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, HTTPException
+
+from reward_specs import Spec
+from service.deps import StateDep, resolve_spec
+from service.jobs import Job, TooManyJobs
+from service.schemas import (
+    JobAccepted,
+    JobStatus,
+    ScoreItem,
+    ScoreRequest,
+    ScoreResponse,
+    ScoreResult,
+    SpecSummary,
+)
+from service.scoring import score_batch
+from service.state import AppState
+
+router = APIRouter(tags=["scoring"])
+
+_JOB_SLICE = 1024
+"""Items scored at a time in a job, so its progress moves."""
+
+
+async def _score(
+    state: AppState, spec: Spec, items: list[ScoreItem], endpoint: str
+) -> ScoreResponse:
+    started = time.perf_counter()
+    response = await score_batch(
+        state.dispatcher,
+        spec,
+        items,
+        max_response_bytes=state.settings.max_response_bytes,
+        deadline_s=state.settings.request_deadline_s,
+    )
+    state.metrics.requests.labels(endpoint=endpoint).observe(time.perf_counter() - started)
+    state.metrics.observe([i.domain for i in items], response.results)
+    return response
+
+
+@router.post(
+    "/v1/score",
+    response_model=ScoreResponse,
+    summary="Score a batch of responses",
+    description="One result per item, in the order of `items`. A malformed request is a 422 "
+    "naming the field; an unusable item is an `invalid` result and the rest is scored.",
+)
+async def score(body: ScoreRequest, state: StateDep) -> ScoreResponse:
+    spec = resolve_spec(state, body)
+    return await _score(state, spec, body.items, "score")
+
+
+@router.post("/v1/jobs", response_model=JobAccepted, status_code=202, summary="Start a scoring job")
+async def create_job(body: ScoreRequest, state: StateDep) -> JobAccepted:
+    spec = resolve_spec(state, body)
+
+    async def run(job: Job) -> ScoreResponse:
+        results: list[ScoreResult] = []
+        for start in range(0, len(body.items), _JOB_SLICE):
+            part = await _score(state, spec, body.items[start : start + _JOB_SLICE], "job")
+            results.extend(part.results)
+            job.completed += len(part.results)
+        return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)
+
+    try:
+        job = state.jobs.start(len(body.items), run)
+    except TooManyJobs as exc:
+        raise HTTPException(status_code=429, detail=str(exc)) from exc
+    return JobAccepted(job_id=job.id)
+
+
+@router.get("/v1/jobs/{job_id}", response_model=JobStatus, summary="A job's progress and results")
+async def get_job(job_id: str, state: StateDep) -> JobStatus:
+    job = state.jobs.get(job_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
+    return job.view()

@@ -1,0 +1,110 @@
+"""Request and response bodies of the wire contract (../shared/API.md), as separate classes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ErrorInfo",
+    "JobAccepted",
+    "JobStatus",
+    "LimitsInfo",
+    "ScoreItem",
+    "ScoreRequest",
+    "ScoreResponse",
+    "ScoreResult",
+    "SpecInfo",
+    "SpecSummary",
+    "SpecsResponse",
+]
+
+
+class ScoreItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(None, max_length=512, description="Echoed back in the result.")
+    domain: str = Field(
+        ...,
+        min_length=1,
+        max_length=64,
+        description="One of the server's domains (math, stem, code, puzzle, ifeval, ...); "
+        "an unknown one makes this item `invalid`.",
+    )
+    response: str = Field(..., description="The model's full response text.")
+    reference: dict[str, Any] = Field(..., description="Domain-specific gold data.")
+    finish_reason: Literal["stop", "length"] | None = Field(
+        None, description="`length` when generation hit the token limit."
+    )
+    response_tokens: int | None = Field(None, ge=0)
+    max_response_tokens: int | None = Field(None, gt=0)
+
+
+class ScoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str | None = Field(None, description="Reward spec name; the server's default if absent.")
+    items: list[ScoreItem]
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+
+
+class SpecSummary(BaseModel):
+    name: str
+    version: str
+    hash: str
+
+
+class ScoreResult(BaseModel):
+    id: str | None = None
+    status: Literal["ok", "infra_error", "invalid"]
+    reward: float | None = None
+    score: float | None = None
+    success: bool | None = None
+    parsed: bool | None = None
+    penalties: dict[str, float] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    error: ErrorInfo | None = None
+    elapsed_ms: float = 0.0
+
+
+class ScoreResponse(BaseModel):
+    spec: SpecSummary
+    results: list[ScoreResult]
+
+
+class SpecInfo(SpecSummary):
+    description: str
+    default: bool
+    parameters: dict[str, Any]
+
+
+class SpecsResponse(BaseModel):
+    default: str
+    specs: list[SpecInfo]
+
+
+class LimitsInfo(BaseModel):
+    max_items_per_request: int
+    max_response_bytes: int
+    max_request_bytes: int
+    request_deadline_s: float
+    item_timeout_s: float
+    max_jobs: int
+
+
+class JobAccepted(BaseModel):
+    job_id: str
+
+
+class JobStatus(BaseModel):
+    job_id: str
+    status: Literal["queued", "running", "done", "failed"]
+    total: int
+    completed: int
+    result: ScoreResponse | None = None
+    error: ErrorInfo | None = None

@@ -1,0 +1,89 @@
+"""From a validated request to its results: size checks, de-duplication, dispatch, fan-out.
+
+Shared by POST /v1/score, the jobs API and `proctor score`, so all three give the same bytes for
+the same items. Identical items of a batch (same spec, domain, response, reference and length
+fields) are scored once: in a GRPO group many responses are the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from reward_specs import Item, Outcome, Spec, item_key
+from service.dispatch.base import Dispatcher
+from service.schemas import ErrorInfo, ScoreItem, ScoreResponse, ScoreResult, SpecSummary
+
+__all__ = ["score_batch", "to_result"]
+
+
+def to_result(item_id: str | None, outcome: Outcome) -> ScoreResult:
+    return ScoreResult(
+        id=item_id,
+        status=outcome.status,
+        reward=outcome.reward,
+        score=outcome.score,
+        success=outcome.success,
+        parsed=outcome.parsed,
+        penalties=outcome.penalties,
+        details=outcome.details,
+        error=ErrorInfo(**outcome.error) if outcome.error else None,
+        elapsed_ms=outcome.elapsed_ms,
+    )
+
+
+def _too_large(item: ScoreItem, max_bytes: int) -> Outcome | None:
+    size = len(item.response.encode("utf-8", "surrogatepass"))
+    if size <= max_bytes:
+        return None
+    return Outcome.failure(
+        "invalid",
+        "response_too_large",
+        f"response is {size} bytes; this server accepts at most {max_bytes}",
+    )
+
+
+async def score_batch(
+    dispatcher: Dispatcher,
+    spec: Spec,
+    items: Sequence[ScoreItem],
+    *,
+    max_response_bytes: int,
+    deadline_s: float,
+) -> ScoreResponse:
+    """Score `items` under `spec`: one result per item, in order."""
+    deadline = time.monotonic() + deadline_s
+    outcomes: list[Outcome | None] = [None] * len(items)
+    unique: dict[str, list[int]] = {}
+    unique_items: list[Item] = []
+    for position, item in enumerate(items):
+        rejected = _too_large(item, max_response_bytes)
+        if rejected is not None:
+            outcomes[position] = rejected
+            continue
+        engine_item = Item(
+            domain=item.domain,
+            response=item.response,
+            reference=item.reference,
+            finish_reason=item.finish_reason,
+            response_tokens=item.response_tokens,
+            max_response_tokens=item.max_response_tokens,
+        )
+        key = item_key(spec, engine_item)
+        if key not in unique:
+            unique[key] = []
+            unique_items.append(engine_item)
+        unique[key].append(position)
+
+    scored = await dispatcher.run(spec, unique_items, deadline)
+    for positions, outcome in zip(unique.values(), scored, strict=True):
+        for position in positions:
+            outcomes[position] = outcome
+    results = [
+        to_result(item.id, outcome)
+        for item, outcome in zip(items, outcomes, strict=True)
+        if outcome is not None
+    ]
+    if len(results) != len(items):
+        raise RuntimeError("an item was left without an outcome")  # a bug of ours: fail loudly
+    return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)

@@ -1,0 +1,23 @@
+"""What the app holds while it runs, built by the app factory and reached through dependencies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reward_specs import Registry, Spec
+from service.dispatch.base import Dispatcher
+from service.jobs import JobStore
+from service.metrics import Metrics
+from service.settings import Settings
+
+__all__ = ["AppState"]
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    registry: Registry
+    specs: dict[str, Spec]
+    dispatcher: Dispatcher
+    metrics: Metrics
+    jobs: JobStore = field(default_factory=JobStore)

@@ -1,0 +1,82 @@
+"""Test helpers: a real Proctor server (uvicorn in a thread) and a scoring shortcut."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+
+from service.main import create_app
+from service.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    """A real uvicorn server running a Proctor app in a background thread."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.app = create_app(settings)
+        self.port = free_port()
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def state(self) -> Any:
+        return self.app.state.proctor
+
+    def start(self, ready_timeout: float = 120.0) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass  # not listening yet
+            time.sleep(0.1)
+        raise RuntimeError("the test server did not become ready")
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+
+
+@contextmanager
+def running_server(**overrides: Any) -> Iterator[Server]:
+    values: dict[str, Any] = {"workers": 2}
+    values.update(overrides)
+    server = Server(Settings(**values))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def score(client: httpx.Client, items: list[dict[str, Any]], spec: str | None = None) -> Any:
+    body: dict[str, Any] = {"items": items}
+    if spec is not None:
+        body["spec"] = spec
+    response = client.post("/v1/score", json=body)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert len(results) == len(items)
+    return results

@@ -73,7 +73,7 @@ def test_an_empty_box_is_no_answer() -> None:
 
 
 box_free = st.text(
-    alphabet=st.characters(blacklist_characters="{}\\", blacklist_categories=("Cs",)), max_size=40
+    alphabet=st.characters(exclude_characters="{}\\", exclude_categories=["Cs"]), max_size=40
 )
 
 

@@ -1,0 +1,141 @@
+"""Invariants of every registered scorer, and what registration refuses.
+
+For each `process` scorer in the default registry, every `examples()` response scores 1 and the
+empty response scores 0 through `score_item` (the engine path the service and `proctor score`
+share). Thread scorers (which need a sandbox) are added by the code domain's tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from reward_specs import (
+    DomainConfig,
+    Item,
+    Judgement,
+    ReferenceModel,
+    Registry,
+    ScoreContext,
+    Scorer,
+    UnknownDomain,
+    default_registry,
+    load_specs,
+    score_item,
+)
+from reward_specs.math_domain import SCORER as MATH
+
+REGISTRY = default_registry()
+SPECS = load_specs(REGISTRY)
+PROCESS_EXAMPLES = [
+    pytest.param(scorer, example, id=f"{scorer.domain}-{i}")
+    for scorer in REGISTRY
+    if scorer.executor == "process"
+    for i, example in enumerate(scorer.examples())
+]
+
+
+def test_every_scorer_has_examples() -> None:
+    assert {"math", "stem"} <= set(REGISTRY.domains())
+    for scorer in REGISTRY:
+        assert scorer.examples(), scorer.domain
+        assert scorer.description, scorer.domain
+
+
+@pytest.mark.parametrize("spec", sorted(SPECS))
+@pytest.mark.parametrize(("scorer", "example"), PROCESS_EXAMPLES)
+def test_example_scores_one_and_empty_scores_zero(spec: str, scorer: Any, example: Any) -> None:
+    good = score_item(
+        REGISTRY,
+        SPECS[spec],
+        Item(scorer.domain, example.response, example.reference),
+        ScoreContext(),
+    )
+    assert good.status == "ok", good.error
+    assert (good.score, good.success, good.reward) == (1.0, True, 1.0), good.details
+    empty = score_item(
+        REGISTRY, SPECS[spec], Item(scorer.domain, "", example.reference), ScoreContext()
+    )
+    assert empty.status == "ok", empty.error
+    assert (empty.score, empty.success) == (0.0, False), empty.details
+
+
+@pytest.mark.parametrize(("scorer", "example"), PROCESS_EXAMPLES)
+def test_example_reference_validates(scorer: Any, example: Any) -> None:
+    scorer.reference_type.model_validate(example.reference)
+
+
+def test_unknown_domain_is_invalid() -> None:
+    outcome = score_item(
+        REGISTRY, SPECS["prorl-v1"], Item("astrology", "x", {"answer": "1"}), ScoreContext()
+    )
+    assert outcome.status == "invalid"
+    assert outcome.error is not None and outcome.error["code"] == "unknown_domain"
+    with pytest.raises(UnknownDomain):
+        REGISTRY.get("astrology")
+
+
+# ---------------------------------------------------------------- registration
+
+
+class _Config(DomainConfig):
+    pass
+
+
+class _Reference(ReferenceModel):
+    answer: str
+
+
+def _always_one(response: str, reference: Any, config: Any, ctx: ScoreContext) -> Judgement:
+    return Judgement(1.0, True, True)
+
+
+TOY: Scorer[Any, Any] = Scorer(
+    domain="toy",
+    config_type=_Config,
+    reference_type=_Reference,
+    score=_always_one,
+    examples=list,
+)
+
+
+def test_a_well_formed_scorer_registers() -> None:
+    registry = Registry([TOY])
+    assert registry.domains() == ["toy"]
+    assert "toy" in registry and registry.get("toy") is TOY
+
+
+def test_duplicates_are_refused() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        Registry([TOY, TOY])
+    with pytest.raises(ValueError, match="already registered"):
+        Registry([MATH, replace(TOY, domain="math")])
+    registry = Registry([TOY])
+    with pytest.raises(ValueError):
+        registry.register(TOY)
+    assert registry.domains() == ["toy"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ("not a scorer", TypeError),
+        ({"domain": "toy"}, TypeError),
+        (replace(TOY, config_type=dict), TypeError),
+        (replace(TOY, config_type=_Reference), TypeError),
+        (replace(TOY, config_type="MathConfig"), TypeError),  # type: ignore[arg-type]
+        (replace(TOY, reference_type=dict), TypeError),
+        (replace(TOY, reference_type=_Config), TypeError),
+        (replace(TOY, executor="gpu"), ValueError),  # type: ignore[arg-type]
+        (replace(TOY, domain=""), ValueError),
+        (replace(TOY, domain="two words"), ValueError),
+        (replace(TOY, domain="a-b"), ValueError),
+    ],
+)
+def test_wrong_types_are_refused(bad: Any, error: type[Exception]) -> None:
+    registry = Registry()
+    with pytest.raises(error):
+        registry.register(bad)
+    assert registry.domains() == []

@@ -201,8 +201,8 @@ def _plain_or_scientific(t: str) -> float | None:
             else (m.group("c"), m.group("d"))
         )
         num, den = _plain_or_scientific(a.strip()), _plain_or_scientific(b.strip())
-        if num is not None and den not in (None, 0.0):
-            return num / den  # type: ignore[operator]
+        if num is not None and den is not None and den != 0.0:
+            return num / den
     return None
 
 

@@ -13,13 +13,9 @@ import httpx
 import pytest
 
 from service.settings import Settings
-from tests.helpers import Server, running_server
+from tests.helpers import TEST_SPECS, Server, running_server
 
-pytest_plugins = (
-    ["tests.sandbox_fixtures"]
-    if os.path.exists(os.path.join(os.path.dirname(__file__), "sandbox_fixtures.py"))
-    else []
-)
+pytest_plugins = ["tests.sandbox_fixtures"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SHORT = os.environ.get("PROCTOR_SHORT", "") == "1"
@@ -53,7 +49,7 @@ def make_server() -> Iterator[Callable[..., Server]]:
     started: list[Server] = []
 
     def make(**overrides: Any) -> Server:
-        values: dict[str, Any] = {"workers": 2}
+        values: dict[str, Any] = {"workers": 2, "spec_dirs": (TEST_SPECS,)}
         values.update(overrides)
         srv = Server(Settings(**values))
         srv.start()

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +15,9 @@ import uvicorn
 
 from service.main import create_app
 from service.settings import Settings
+
+TEST_SPECS = Path(__file__).parent / "specs"
+"""Specs used only by the tests (short timeouts), loaded beside the built-in ones."""
 
 
 def free_port() -> int:
@@ -42,17 +46,19 @@ class Server:
     def state(self) -> Any:
         return self.app.state.proctor
 
-    def start(self, ready_timeout: float = 120.0) -> None:
+    def start(self, ready_timeout: float = 120.0, wait_ready: bool = True) -> None:
+        """Start serving; wait for /readyz (or only /healthz when `wait_ready` is false)."""
         self._thread.start()
+        path = "/readyz" if wait_ready else "/healthz"
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
             try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                if httpx.get(self.url + path, timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass  # not listening yet
             time.sleep(0.1)
-        raise RuntimeError("the test server did not become ready")
+        raise RuntimeError(f"the test server did not answer {path} in time")
 
     def stop(self) -> None:
         self._server.should_exit = True
@@ -61,7 +67,7 @@ class Server:
 
 @contextmanager
 def running_server(**overrides: Any) -> Iterator[Server]:
-    values: dict[str, Any] = {"workers": 2}
+    values: dict[str, Any] = {"workers": 2, "spec_dirs": (TEST_SPECS,)}
     values.update(overrides)
     server = Server(Settings(**values))
     server.start()

@@ -69,7 +69,6 @@ class LocalDispatcher:
         return self._sandbox_error
 
     async def run(self, spec: Spec, items: Sequence[Item], deadline: float) -> list[Outcome]:
-        results: list[Outcome | None] = [None] * len(items)
         in_pool: list[int] = []
         in_threads: list[int] = []
         for position, item in enumerate(items):
@@ -82,11 +81,10 @@ class LocalDispatcher:
         thread_outcomes = await asyncio.gather(
             *(self._run_in_thread(spec, items[p], deadline) for p in in_threads)
         )
-        for position, outcome in zip(in_threads, thread_outcomes, strict=True):
-            results[position] = outcome
-        for position, outcome in zip(in_pool, await asyncio.wrap_future(pool_future), strict=True):
-            results[position] = outcome
-        return [r if r is not None else _lost() for r in results]
+        pool_outcomes: list[Outcome] = await asyncio.wrap_future(pool_future)
+        outcomes = dict(zip(in_threads, thread_outcomes, strict=True))
+        outcomes.update(zip(in_pool, pool_outcomes, strict=True))
+        return [outcomes[position] for position in range(len(items))]
 
     async def _run_in_thread(self, spec: Spec, item: Item, deadline: float) -> Outcome:
         if self._sandbox is None:
@@ -106,7 +104,3 @@ class LocalDispatcher:
                 "deadline_exceeded",
                 "the request deadline passed before this item was scored",
             )
-
-
-def _lost() -> Outcome:
-    return Outcome.failure("infra_error", "lost", "no outcome was produced for this item")

@@ -1,0 +1,81 @@
+"""Scorers that misbehave on purpose, for the worker-pool tests (a registry seam, not a mock).
+
+`PROCTOR_REGISTRY=tests.pool_scorers:registry` adds them beside the real domains:
+
+- `sleep`: sleeps `reference.seconds`, then scores 1 (slow items, deadlines, hard timeouts);
+- `crash`: kills its worker process (a poison item);
+- `crash_once`: kills its worker the first time it sees `reference.marker` (a path), scores 1 after.
+
+`tests.pool_scorers:broken_in_workers` is a registry whose worker processes cannot start.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+from reward_specs import (
+    SCORERS,
+    DomainConfig,
+    Example,
+    Judgement,
+    ReferenceModel,
+    Registry,
+    ScoreContext,
+    Scorer,
+)
+
+
+class _Config(DomainConfig):
+    pass
+
+
+class SleepReference(ReferenceModel):
+    seconds: float = 0.0
+
+
+class MarkerReference(ReferenceModel):
+    marker: str = ""
+
+
+def _sleep(response: str, ref: SleepReference, config: _Config, ctx: ScoreContext) -> Judgement:
+    time.sleep(ref.seconds)
+    ok = response == "ok"
+    return Judgement(score=float(ok), success=ok, parsed=bool(response))
+
+
+def _crash(response: str, ref: MarkerReference, config: _Config, ctx: ScoreContext) -> Judgement:
+    if response:
+        os._exit(17)
+    return Judgement(score=0.0, success=False, parsed=False)
+
+
+def _crash_once(
+    response: str, ref: MarkerReference, config: _Config, ctx: ScoreContext
+) -> Judgement:
+    marker = Path(ref.marker)
+    if response and ref.marker and not marker.exists():
+        marker.write_text("crashed once")
+        os._exit(17)
+    ok = response == "ok"
+    return Judgement(score=float(ok), success=ok, parsed=bool(response))
+
+
+def registry() -> Registry:
+    return Registry(
+        [
+            *SCORERS,
+            Scorer("sleep", _Config, SleepReference, _sleep, lambda: [Example({}, "ok")]),
+            Scorer("crash", _Config, MarkerReference, _crash, lambda: []),
+            Scorer("crash_once", _Config, MarkerReference, _crash_once, lambda: []),
+        ]
+    )
+
+
+def broken_in_workers() -> Registry:
+    """Loads in the service but not in its worker processes: a pool that cannot start."""
+    if multiprocessing.parent_process() is not None:
+        raise RuntimeError("this registry refuses to load in a worker process")
+    return registry()

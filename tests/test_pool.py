@@ -1,0 +1,169 @@
+"""The worker pool under failure: every item gets exactly one result, with the right status.
+
+These run a real server with misbehaving scorers (tests/pool_scorers.py) beside the real domains.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from service.settings import Settings
+from tests.helpers import Server, score
+
+REGISTRY = "tests.pool_scorers:registry"
+SPEC_DIR = Path(__file__).parent / "specs"
+
+
+def sleepy(n: int, seconds: float) -> list[dict[str, Any]]:
+    # `n` in the reference keeps the items distinct (identical items are scored once).
+    return [
+        {
+            "id": f"s{i}",
+            "domain": "sleep",
+            "response": "ok",
+            "reference": {"seconds": seconds, "n": i},
+        }
+        for i in range(n)
+    ]
+
+
+def test_killing_a_worker_mid_batch_loses_nothing(make_server: Callable[..., Server]) -> None:
+    server = make_server(registry=REGISTRY, workers=2, chunk_size=8)
+    pool = server.state.dispatcher.pool
+    victims = pool.worker_pids()
+    assert len(victims) == 2
+
+    def kill_one() -> None:
+        os.kill(victims[0], signal.SIGKILL)
+
+    killer = threading.Timer(0.8, kill_one)
+    killer.start()
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        results = score(client, sleepy(120, 0.05))
+    killer.join()
+    assert [r["id"] for r in results] == [f"s{i}" for i in range(120)]
+    assert all(r["status"] == "ok" and r["score"] == 1.0 for r in results)
+    assert pool.stats().restarts >= 1
+    assert victims[0] not in pool.worker_pids()
+
+
+def test_an_item_that_kills_its_worker_once_is_retried(
+    make_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = make_server(registry=REGISTRY, workers=2)
+    marker = tmp_path / "crashed"
+    items = [
+        *sleepy(4, 0.0),
+        {
+            "id": "once",
+            "domain": "crash_once",
+            "response": "ok",
+            "reference": {"marker": str(marker)},
+        },
+    ]
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        results = score(client, items)
+    assert marker.exists()  # it did crash a worker
+    assert results[-1]["status"] == "ok" and results[-1]["score"] == 1.0
+    assert all(r["status"] == "ok" and r["score"] == 1.0 for r in results[:4])
+
+
+def test_a_poison_item_is_judged_zero_and_the_batch_goes_on(
+    make_server: Callable[..., Server],
+) -> None:
+    server = make_server(registry=REGISTRY, workers=2, chunk_size=4)
+    items = [
+        *sleepy(10, 0.01),
+        {"id": "poison", "domain": "crash", "response": "boom", "reference": {}},
+    ]
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        results = score(client, items)
+        poison = results[-1]
+        assert poison["status"] == "ok"
+        assert poison["score"] == 0.0 and poison["reward"] == 0.0 and poison["success"] is False
+        assert poison["details"]["reason"] == "poison"
+        assert all(r["status"] == "ok" and r["score"] == 1.0 for r in results[:-1])
+        assert server.state.dispatcher.pool.stats().poison_items == 1
+        # The pool recovered: the next request is served normally.
+        again = score(client, sleepy(4, 0.0))
+        assert all(r["status"] == "ok" for r in again)
+
+
+def test_an_item_past_the_hard_timeout_is_judged_zero(make_server: Callable[..., Server]) -> None:
+    server = make_server(registry=REGISTRY, workers=2, item_timeout_s=1.0, request_deadline_s=60)
+    items = [{"id": "slow", "domain": "sleep", "response": "ok", "reference": {"seconds": 120}}]
+    items += sleepy(6, 0.0)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        results = score(client, items)
+    slow = results[0]
+    assert slow["status"] == "ok" and slow["score"] == 0.0
+    assert slow["details"]["reason"] == "timeout"
+    assert all(r["status"] == "ok" and r["score"] == 1.0 for r in results[1:])
+    assert server.state.dispatcher.pool.stats().timeouts == 1
+
+
+def test_math_verify_timeout_is_a_judged_zero_with_its_reason(client: httpx.Client) -> None:
+    items = [
+        {
+            "domain": "math",
+            "response": "Clearly \\boxed{9^{9^{9^{9}}}}",
+            "reference": {"answer": "1"},
+        }
+    ]
+    (result,) = score(client, items, spec="test-fast-timeouts")
+    assert result["status"] == "ok"
+    assert result["score"] == 0.0 and result["parsed"] is True
+    assert result["details"]["reason"] == "verifier_timeout"
+
+
+def test_items_not_reached_by_the_deadline_are_infra_errors(
+    make_server: Callable[..., Server],
+) -> None:
+    server = make_server(
+        registry=REGISTRY, workers=2, chunk_size=1, item_timeout_s=2.0, request_deadline_s=2.0
+    )
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        started = time.monotonic()
+        results = score(client, sleepy(12, 0.7))
+        took = time.monotonic() - started
+    statuses = [r["status"] for r in results]
+    assert len(results) == 12
+    assert set(statuses) == {"ok", "infra_error"}
+    for r in results:
+        if r["status"] == "infra_error":
+            assert r["error"]["code"] == "deadline_exceeded"
+            assert r["score"] is None and r["reward"] is None and r["success"] is None
+        else:
+            assert r["score"] == 1.0
+    assert took < 30  # answered at the deadline, not after every item ran
+
+
+def test_workers_that_cannot_start_fail_items_visibly() -> None:
+    server = Server(_settings(registry="tests.pool_scorers:broken_in_workers"))
+    server.start(wait_ready=False)
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            deadline = time.monotonic() + 60
+            while server.state.dispatcher.pool.stats().broken is None:
+                assert time.monotonic() < deadline, "the pool never gave up on its workers"
+                time.sleep(0.2)
+            assert client.get("/readyz").status_code == 503
+            results = score(client, sleepy(3, 0.0))
+            assert {r["status"] for r in results} == {"infra_error"}
+            assert {r["error"]["code"] for r in results} == {"workers_unavailable"}
+    finally:
+        server.stop()
+
+
+def _settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {"workers": 1, "spec_dirs": (SPEC_DIR,)}
+    values.update(overrides)
+    return Settings(**values)

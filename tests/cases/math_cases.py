@@ -448,6 +448,42 @@ MATH_CASES: list[Case] = [
         "a later unclosed box does not hide the complete one",
         "5",
     ),
+    # ------------------------------------------------------------------ more wrong answers
+    Case(r"\frac{1}{2}", r"$\boxed{\frac{2}{1}}$", False, "reciprocal", r"\frac{2}{1}"),
+    Case(
+        r"2\sqrt{3}",
+        r"$\boxed{3\sqrt{2}}$",
+        False,
+        "coefficient and radicand swapped",
+        r"3\sqrt{2}",
+    ),
+    Case(
+        "(x-1)^2",
+        r"$\boxed{x^2-1}$",
+        False,
+        "square of a difference vs difference of squares",
+        "x^2-1",
+    ),
+    Case("e", r"$\boxed{2.718}$", False, "3 decimals of e", "2.718"),
+    Case("e", r"$\boxed{e}$", True, "Euler's number", "e"),
+    Case(r"\frac{\pi}{4}", r"$\boxed{\frac{\pi}{3}}$", False, "wrong angle", r"\frac{\pi}{3}"),
+    Case("90", r"$\boxed{180^\circ}$", False, "wrong angle in degrees", r"180^\circ"),
+    Case(r"-\frac{1}{2}", r"$\boxed{\frac{1}{2}}$", False, "sign of a fraction", r"\frac{1}{2}"),
+    Case(r"(-\infty, 0)", r"$\boxed{(0, \infty)}$", False, "the other half-line", r"(0, \infty)"),
+    Case("x=1", r"$\boxed{x=-1}$", False, "wrong root as an equation", "x=-1"),
+    Case("12", r"$\boxed{\$13}$", False, "wrong amount of dollars", r"\$13"),
+    Case("[1, 2]", r"$\boxed{(1, 2)}$", False, "closed gold, open answer with spaces", "(1, 2)"),
+    Case("3", r"$\boxed{\text{three}}$", False, "number as a word in \\text", r"\text{three}"),
+    Case("2", r"$\boxed{\left|-2\right|}$", True, "absolute value", r"\left|-2\right|"),
+    Case("4", r"$\boxed{2+2=4}$", True, "a worked equation ending in the answer", "2+2=4"),
+    Case("7", r"$\boxed{x = 7 \text{ cm}}$", True, "equation with a unit", r"x = 7 \text{ cm}"),
+    Case(
+        "x^2",
+        r"$\boxed{x**2}$",
+        False,
+        "Python power syntax: math-verify's LaTeX parser reads it as text",
+        "x**2",
+    ),
     # ------------------------------------------------------------------ "the answer is" fallback
     Case(
         "42", "Multiplying, we find the answer is 42.", True, "'the answer is' with a period", "42"

@@ -114,21 +114,23 @@ _STATED_LETTER = re.compile(r"\b(?:option|choice)\s+\(?([A-Z])\b\)?", re.IGNOREC
 def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
     n = len(choices)
     boxed = last_boxed(text)
+    # A choice's whole text is read before a letter: "A decrease in pressure" is that choice's
+    # text, not choice A followed by words.
     if boxed is not None:
-        found = _letter_in(boxed, n)
+        found = _choice_text_in(boxed, choices)
         if found is None:
-            found = _choice_text_in(boxed, choices)
+            found = _letter_in(boxed, n)
         if found is not None:
             return found, "boxed"
-    for match in reversed(list(_ANSWER_LETTER.finditer(text))):
-        letter = match.group(1).upper()
-        if match.group(1).isupper() and LETTERS.index(letter) < n:
-            return LETTERS.index(letter), "answer_line"
     stated = answer_is(text)
     if stated is not None:
         found = _choice_text_in(stated, choices)
         if found is not None:
             return found, "answer_text"
+    for match in reversed(list(_ANSWER_LETTER.finditer(text))):
+        letter = match.group(1).upper()
+        if match.group(1).isupper() and LETTERS.index(letter) < n:
+            return LETTERS.index(letter), "answer_line"
     for pattern, source in ((_PAREN_LETTER, "parenthesised"), (_STATED_LETTER, "stated")):
         for match in reversed(list(pattern.finditer(text))):
             letter = match.group(1)

@@ -15,6 +15,8 @@ COLOURS = ("red", "green", "blue", "yellow")
 """Four choices, A-D; the gold of most rows is C (blue)."""
 PLANETS = ("Mercury", "Venus", "Earth", "Mars", "Jupiter")
 ELEMENTS = ("hydrogen", "helium", "lithium")
+PRESSURE = ("An increase in pressure", "No change", "A decrease in pressure", "It depends")
+"""Choice texts that begin with a capitalised article."""
 
 STEM_CASES: list[StemCase] = [
     # ------------------------------------------------------------------ letter formats
@@ -119,6 +121,34 @@ STEM_CASES: list[StemCase] = [
         False,
         "articles everywhere, no chosen letter",
         ELEMENTS,
+    ),
+    StemCase(
+        "C",
+        r"$\boxed{A decrease in pressure}$",
+        True,
+        "boxed choice text starting with the article 'A' is that choice, not A",
+        PRESSURE,
+    ),
+    StemCase(
+        "C",
+        "The answer is A decrease in pressure.",
+        True,
+        "choice text starting with 'A' after 'the answer is'",
+        PRESSURE,
+    ),
+    StemCase(
+        "A",
+        "Answer: A decrease in pressure",
+        False,
+        "'A' of the article does not earn choice A",
+        PRESSURE,
+    ),
+    StemCase(
+        "C",
+        "Answer: B. Hmm, no: the answer is blue.",
+        True,
+        "a later stated choice text beats an earlier letter",
+        COLOURS,
     ),
     StemCase(
         "C",

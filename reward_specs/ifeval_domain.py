@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from reward_specs.ifeval import InvalidKwargs, build_check, evaluate
 from reward_specs.ifeval.instructions import Check
@@ -44,17 +44,22 @@ class IFEvalConfig(DomainConfig):
 
 
 class IFEvalReference(ReferenceModel):
+    model_config = ConfigDict(extra="allow", frozen=True, validate_by_name=True)
+
     instruction_id_list: list[str] = Field(..., min_length=1)
     """IFEval instruction ids, such as `punctuation:no_comma`."""
-    kwargs: list[dict[str, Any]] | None = None
-    """One kwargs object per instruction, in order; may be omitted when no instruction takes any."""
+    instruction_kwargs: list[dict[str, Any]] | None = Field(None, alias="kwargs")
+    """`kwargs` in the JSON: one kwargs object per instruction, in order; may be omitted when no
+    instruction takes any."""
     prompt: str | None = None
     """The prompt, informational only (no instruction reads it; `repeat_prompt` has its kwarg)."""
 
 
 def _checks(reference: IFEvalReference) -> list[Check]:
     ids = reference.instruction_id_list
-    kwargs = reference.kwargs if reference.kwargs is not None else [{} for _ in ids]
+    kwargs = reference.instruction_kwargs
+    if kwargs is None:
+        kwargs = [{} for _ in ids]
     if len(kwargs) != len(ids):
         raise InvalidReference(
             f"kwargs has {len(kwargs)} entries but instruction_id_list has {len(ids)}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reward_specs import ifeval_domain, math_domain, puzzle_domain, stem_domain
+from reward_specs import code_domain, ifeval_domain, math_domain, puzzle_domain, stem_domain
 from reward_specs.registry import Registry
 from reward_specs.scorer import Scorer
 
@@ -13,6 +13,7 @@ SCORERS: tuple[Scorer[Any, Any], ...] = (
     stem_domain.SCORER,
     ifeval_domain.SCORER,
     puzzle_domain.SCORER,
+    code_domain.SCORER,
 )
 
 

@@ -1,0 +1,1 @@
+"""Helpers of the code domain (`reward_specs.code_domain`): extraction, comparison, plans, cache."""

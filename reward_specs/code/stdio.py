@@ -1,0 +1,72 @@
+"""Comparing a program's standard output with the expected output of a stdio test.
+
+Both texts are split into lines (\\r\\n and \\r count as \\n), trailing whitespace is removed from
+each line, and trailing blank lines are dropped. The outputs match when they have the same number
+of lines and each pair of lines is either identical or has the same whitespace-separated tokens,
+where two tokens match when they are identical, or both are numbers, at least one of them written
+with a decimal point or an exponent, within the float tolerance (`values.close`). Integers must be
+equal exactly; comparison is case-sensitive.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from reward_specs.code.values import close
+
+__all__ = ["Mismatch", "compare_stdout"]
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    line: int
+    """1-based line of the first difference."""
+    expected: str
+    got: str
+
+
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _canonical_int(token: str) -> str:
+    """Without sign noise or leading zeros (no int(): decimal conversion is capped in length)."""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return "-" + digits if token.startswith("-") and digits != "0" else digits
+
+
+def _tokens_match(a: str, b: str, rel_tol: float, abs_tol: float) -> bool:
+    if a == b:
+        return True
+    if not (_NUMBER.match(a) and _NUMBER.match(b)):
+        return False
+    if _INTEGER.match(a) and _INTEGER.match(b):
+        return _canonical_int(a) == _canonical_int(b)
+    return close(float(a), float(b), rel_tol, abs_tol)
+
+
+def _line_match(got: str, expected: str, rel_tol: float, abs_tol: float) -> bool:
+    if got == expected:
+        return True
+    g, e = got.split(), expected.split()
+    return len(g) == len(e) and all(
+        _tokens_match(x, y, rel_tol, abs_tol) for x, y in zip(g, e, strict=True)
+    )
+
+
+def compare_stdout(got: str, expected: str, rel_tol: float, abs_tol: float) -> Mismatch | None:
+    """None when the outputs match, else the first differing line ("" past the end)."""
+    g, e = _lines(got), _lines(expected)
+    for n in range(max(len(g), len(e))):
+        gl = g[n] if n < len(g) else ""
+        el = e[n] if n < len(e) else ""
+        if n >= len(g) or n >= len(e) or not _line_match(gl, el, rel_tol, abs_tol):
+            return Mismatch(line=n + 1, expected=el, got=gl)
+    return None

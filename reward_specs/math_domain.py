@@ -90,13 +90,26 @@ def equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[s
     reference's fault and raises `InvalidReference`.
 
     Verdicts are memoised per process (a GRPO group repeats the same few final answers, and
-    math-verify's own parse cache holds only 20 entries); the function is pure in its arguments.
+    math-verify's own parse cache holds only 20 entries), except verdicts cut short by a timeout:
+    those depend on the machine's load at the time, so they are recomputed.
     """
-    verdict, details = _equivalent(gold, answer, config)
+    key = (gold, answer, config)
+    cached = _VERDICTS.get(key)
+    if cached is None:
+        cached = _equivalent(gold, answer, config)
+        if cached[1].get("reason") not in _NOT_CACHED:
+            if len(_VERDICTS) >= _VERDICT_CACHE_SIZE:
+                del _VERDICTS[next(iter(_VERDICTS))]  # the oldest entry
+            _VERDICTS[key] = cached
+    verdict, details = cached
     return verdict, dict(details)
 
 
-@lru_cache(maxsize=16384)
+_VERDICT_CACHE_SIZE = 16384
+_VERDICTS: dict[tuple[str, str, MathConfig], tuple[bool, dict[str, Any]]] = {}
+_NOT_CACHED = frozenset({"parse_timeout", "verifier_timeout"})
+
+
 def _equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[str, Any]]:
     if len(answer) > config.max_answer_chars:
         return False, {"reason": "answer_too_long"}

@@ -17,12 +17,18 @@ from __future__ import annotations
 import math
 import re
 import string
+from collections.abc import Callable
 from typing import Any
 
+import sympy
+from math_verify import LatexExtractionConfig, parse
+from math_verify.errors import TimeoutException
+from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
 from reward_specs.extract import Fallback, answer_is, extract_answer, last_boxed
 from reward_specs.math_domain import MathConfig, equivalent
+from reward_specs.numbers import parse_number
 from reward_specs.scorer import (
     DomainConfig,
     Example,
@@ -129,7 +135,9 @@ def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
             return found, "answer_text"
     for match in reversed(list(_ANSWER_LETTER.finditer(text))):
         letter = match.group(1).upper()
-        if match.group(1).isupper() and LETTERS.index(letter) < n:
+        # "answer is a ..." is prose; a lowercase letter counts only as "(c)".
+        parenthesised = match.group(0).rstrip().endswith(")") and "(" in match.group(0)
+        if (match.group(1).isupper() or parenthesised) and LETTERS.index(letter) < n:
             return LETTERS.index(letter), "answer_line"
     for pattern, source in ((_PAREN_LETTER, "parenthesised"), (_STATED_LETTER, "stated")):
         for match in reversed(list(pattern.finditer(text))):
@@ -156,56 +164,45 @@ def _score_choice(text: str, reference: StemReference) -> Judgement:
 
 # ---------------------------------------------------------------- free form
 
-_NUMBER = r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][+-]?\d+)?"
-_TIMES_TEN = re.compile(
-    r"^(?P<m>"
-    + _NUMBER
-    + r")\s*(?:\\times|\\cdot|×|\*|x)\s*10\s*\^\s*\{?\s*(?P<e>[+-−]?\d+)\s*\}?$"
-)
-_FRACTION = re.compile(
-    r"^(?:\\d?frac\{(?P<a>[^{}]+)\}\{(?P<b>[^{}]+)\}|(?P<c>[^/]+)/(?P<d>[^/]+))$"
-)
-_UNIT_TAIL = re.compile(
-    r"^(?P<num>.*?\d\.?)(?![\d.])\s*(?:\\[,;!]\s*)?(?:\\(?:text|mathrm)\{[^}]*\}|[a-zA-Z°%/·^\-\d\s]*)$"
-)
+_LATEX = [LatexExtractionConfig(boxed_match_priority=0)]
 
 
-def parse_number(text: str) -> float | None:
-    """A real number from a final answer, or None if the answer is not plainly numeric."""
-    t = text.strip().strip("$").strip()
-    t = t.replace("\\!", "").replace("{,}", "").replace("\\,", "").replace("−", "-")
-    t = re.sub(r"^\\?(?:approx|≈|=)\s*", "", t).strip()
-    for candidate in (t, _strip_unit(t)):
-        if candidate is None or not candidate:
-            continue
-        value = _plain_or_scientific(candidate)
-        if value is not None:
-            return value
-    return None
-
-
-def _strip_unit(text: str) -> str | None:
-    m = _UNIT_TAIL.match(text)
-    return m.group("num").strip() if m else None
-
-
-def _plain_or_scientific(t: str) -> float | None:
-    if re.fullmatch(_NUMBER, t) and re.search(r"\d", t):
-        return float(t.replace(",", ""))
-    m = _TIMES_TEN.match(t)
-    if m and re.search(r"\d", m.group("m")):
-        return float(m.group("m").replace(",", "")) * 10.0 ** int(m.group("e").replace("−", "-"))
-    m = _FRACTION.match(t)
-    if m:
-        a, b = (
-            (m.group("a"), m.group("b"))
-            if m.group("a") is not None
-            else (m.group("c"), m.group("d"))
+def _symbolic_value(answer: str, timeout_s: int) -> float | None:
+    """The value of an answer that is a closed-form number (`\\sqrt{2}`, `\\pi/4`), else None."""
+    try:
+        parsed = parse(
+            "\\boxed{" + answer + "}", _LATEX, parsing_timeout=timeout_s, raise_on_error=True
         )
-        num, den = _plain_or_scientific(a.strip()), _plain_or_scientific(b.strip())
-        if num is not None and den is not None and den != 0.0:
-            return num / den
+    except TimeoutException:
+        return None
+    except Exception:  # noqa: BLE001 - unparsable: the caller falls back to math-verify's verdict
+        return None
+    for expr in parsed:
+        if isinstance(expr, sympy.Expr) and expr.is_number:
+            try:
+                value = _evaluate(expr, timeout_s)
+            except TimeoutException:
+                return None
+            if value is not None:
+                return value
     return None
+
+
+def _evaluate(expr: sympy.Expr, timeout_s: int) -> float | None:
+    """`expr` as a finite real float, under math-verify's own alarm-based time limit."""
+
+    def run() -> float | None:
+        value = complex(expr.evalf(30))
+        if value.imag != 0.0 or not math.isfinite(value.real):
+            return None
+        return value.real
+
+    bounded: Callable[[], float | None] = timeout(timeout_seconds=timeout_s)(run)
+    try:
+        result = bounded()
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+    return result
 
 
 def _score_free_form(text: str, reference: StemReference, config: StemConfig) -> Judgement:
@@ -216,6 +213,10 @@ def _score_free_form(text: str, reference: StemReference, config: StemConfig) ->
     gold_value = parse_number(reference.answer)
     if gold_value is not None:
         value = parse_number(answer)
+        if value is None:
+            value = _symbolic_value(answer, config.symbolic.parsing_timeout_s)
+            if value is not None:
+                details["evaluated"] = True
         if value is None:
             ok, more = equivalent(reference.answer, answer, config.symbolic)
             details.update(more)

@@ -15,7 +15,7 @@ from service.dispatch.local import LocalDispatcher
 from service.dispatch.worker import load_registry
 from service.jobs import JobStore
 from service.metrics import Metrics
-from service.routes import health, score
+from service.routes import health, puzzles, score
 from service.settings import Settings
 from service.state import AppState
 
@@ -24,12 +24,12 @@ __all__ = ["create_app"]
 log = logging.getLogger(__name__)
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class BodyLimit:
-    """Refuse request bodies over `limit` bytes with a 413, before they are parsed."""
+    """Refuse request bodies over `limit` bytes with a 413, before they are parsed.
+
+    A declared `content-length` is checked up front; a streamed body is counted as it arrives, and
+    once it passes the limit the 413 is sent and the app is told the client went away.
+    """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -45,28 +45,29 @@ class BodyLimit:
             await self._refuse(send)
             return
         seen = 0
-        started = False
+        started = refused = False
 
         async def counting_receive() -> MutableMapping[str, Any]:
-            nonlocal seen
+            nonlocal seen, refused
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _BodyTooLarge
+                if seen > self.limit and not refused:
+                    refused = True
+                    if not started:
+                        await self._refuse(send)
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracking_send(message: MutableMapping[str, Any]) -> None:
+        async def guarded_send(message: MutableMapping[str, Any]) -> None:
             nonlocal started
+            if refused:
+                return  # the 413 has been sent; whatever the app says next goes nowhere
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except _BodyTooLarge:
-            if not started:
-                await self._refuse(send)
+        await self.app(scope, counting_receive, guarded_send)
 
     async def _refuse(self, send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
         body = (
@@ -125,5 +126,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.proctor = state
     app.include_router(score.router)
     app.include_router(health.router)
+    app.include_router(puzzles.router)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     return app

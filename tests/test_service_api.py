@@ -1,0 +1,287 @@
+"""The wire contract of ../shared/API.md, end to end against a real server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from tests.helpers import Server, score
+
+MATH_OK = {
+    "id": "m1",
+    "domain": "math",
+    "response": "<think>maybe \\boxed{3}</think>so the answer is \\boxed{\\frac{1}{2}}",
+    "reference": {"answer": "0.5"},
+}
+
+
+def test_health_and_readiness(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["components"]["workers"] is True
+
+
+def test_a_scored_item_carries_every_field(client: httpx.Client) -> None:
+    response = client.post("/v1/score", json={"items": [MATH_OK]})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["spec"]["name"] == "prorl-v1"
+    assert body["spec"]["hash"].startswith("sha256:")
+    (result,) = body["results"]
+    assert result["id"] == "m1"
+    assert result["status"] == "ok"
+    assert (result["reward"], result["score"], result["success"], result["parsed"]) == (
+        1.0,
+        1.0,
+        True,
+        True,
+    )
+    assert result["penalties"] == {}
+    assert result["details"]["extracted"] == "\\frac{1}{2}"  # not the 3 inside <think>
+    assert result["error"] is None
+    assert result["elapsed_ms"] >= 0
+
+
+def test_results_come_back_in_order_one_per_item(client: httpx.Client) -> None:
+    items = [
+        {
+            "id": str(i),
+            "domain": "math",
+            "response": f"\\boxed{{{i % 7}}}",
+            "reference": {"answer": "3"},
+        }
+        for i in range(300)
+    ]
+    results = score(client, items)
+    assert [r["id"] for r in results] == [str(i) for i in range(300)]
+    assert [r["success"] for r in results] == [i % 7 == 3 for i in range(300)]
+
+
+def test_duplicates_in_a_batch_get_identical_results(client: httpx.Client) -> None:
+    item = {"domain": "math", "response": "\\boxed{2}", "reference": {"answer": "2"}}
+    results = score(client, [{**item, "id": "a"}, {**item, "id": "b"}, {**item, "id": None}])
+    assert [r["id"] for r in results] == ["a", "b", None]
+    stripped = [{k: v for k, v in r.items() if k != "id"} for r in results]
+    assert stripped[0] == stripped[1] == stripped[2]
+
+
+def test_one_bad_item_does_not_spoil_the_batch(client: httpx.Client) -> None:
+    items = [
+        MATH_OK,
+        {"id": "unknown-domain", "domain": "alchemy", "response": "gold", "reference": {}},
+        {
+            "id": "no-answer-key",
+            "domain": "math",
+            "response": "\\boxed{1}",
+            "reference": {"gold": 1},
+        },
+        {
+            "id": "bad-choices",
+            "domain": "stem",
+            "response": "A",
+            "reference": {"answer": "A", "choices": "AB"},
+        },
+        {**MATH_OK, "id": "m2"},
+    ]
+    results = score(client, items)
+    assert [r["status"] for r in results] == ["ok", "invalid", "invalid", "invalid", "ok"]
+    assert results[1]["error"]["code"] == "unknown_domain"
+    assert "reference.answer" in results[2]["error"]["message"]
+    assert "reference.choices" in results[3]["error"]["message"]
+    for bad in results[1:4]:
+        assert bad["reward"] is None and bad["score"] is None
+        assert bad["success"] is None and bad["parsed"] is None
+
+
+def test_numbers_as_gold_answers_are_accepted(client: httpx.Client) -> None:
+    (result,) = score(
+        client, [{"domain": "math", "response": "\\boxed{42}", "reference": {"answer": 42}}]
+    )
+    assert result["success"] is True
+
+
+def _detail_locs(response: httpx.Response) -> list[list[Any]]:
+    return [d["loc"] for d in response.json()["detail"]]
+
+
+def test_malformed_requests_are_422_naming_the_field(client: httpx.Client) -> None:
+    cases: list[tuple[Any, list[Any]]] = [
+        ({}, ["body", "items"]),
+        ({"items": "nope"}, ["body", "items"]),
+        (
+            {"items": [{"domain": "math", "response": 3, "reference": {}}]},
+            ["body", "items", 0, "response"],
+        ),
+        (
+            {"items": [{"domain": "math", "response": "x", "reference": []}]},
+            ["body", "items", 0, "reference"],
+        ),
+        (
+            {
+                "items": [
+                    {"domain": "math", "response": "x", "reference": {}, "finish_reason": "tired"}
+                ]
+            },
+            ["body", "items", 0, "finish_reason"],
+        ),
+        (
+            {
+                "items": [
+                    {"domain": "math", "response": "x", "reference": {}, "response_tokens": -1}
+                ]
+            },
+            ["body", "items", 0, "response_tokens"],
+        ),
+        ({"spec": "no-such-spec", "items": []}, ["body", "spec"]),
+        ({"items": [], "colour": "red"}, ["body", "colour"]),
+    ]
+    for body, loc in cases:
+        response = client.post("/v1/score", json=body)
+        assert response.status_code == 422, body
+        assert loc in _detail_locs(response), (body, response.json())
+
+
+def test_invalid_json_is_422(client: httpx.Client) -> None:
+    response = client.post(
+        "/v1/score", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422
+
+
+def test_limits_are_reported_and_enforced(make_server: Callable[..., Server]) -> None:
+    server = make_server(
+        workers=1, max_items_per_request=3, max_response_bytes=100, max_request_bytes=4096
+    )
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        limits = client.get("/v1/limits").json()
+        assert limits["max_items_per_request"] == 3
+        assert limits["max_response_bytes"] == 100
+        assert limits["max_request_bytes"] == 4096
+
+        too_many = client.post("/v1/score", json={"items": [MATH_OK] * 4})
+        assert too_many.status_code == 422
+        assert _detail_locs(too_many) == [["body", "items"]]
+
+        big = {**MATH_OK, "id": "big", "response": "x" * 101}
+        results = score(client, [MATH_OK, big])
+        assert results[0]["status"] == "ok"
+        assert results[1]["status"] == "invalid"
+        assert results[1]["error"]["code"] == "response_too_large"
+
+        huge = client.post("/v1/score", json={"items": [{**MATH_OK, "response": "y" * 5000}]})
+        assert huge.status_code == 413
+
+        def chunks() -> Any:
+            yield b'{"items": ['
+            for _ in range(100):
+                yield b'{"domain": "math", "response": "' + b"z" * 90 + b'", "reference": {}},'
+            yield b"]}"
+
+        streamed = client.post(
+            "/v1/score", content=chunks(), headers={"content-type": "application/json"}
+        )
+        assert streamed.status_code == 413
+
+
+def test_specs_are_listed_with_hashes_and_parameters(client: httpx.Client) -> None:
+    body = client.get("/v1/specs").json()
+    assert body["default"] == "prorl-v1"
+    by_name = {s["name"]: s for s in body["specs"]}
+    assert {"prorl-v1", "prorl-v1-termination", "dapo-overlong"} <= set(by_name)
+    assert by_name["prorl-v1"]["default"] is True
+    assert by_name["prorl-v1-termination"]["parameters"]["termination"]["truncation"] == {
+        "coefficient": 0.0
+    }
+    assert len({s["hash"] for s in body["specs"]}) == len(body["specs"])
+    assert "math-verify" in by_name["prorl-v1"]["parameters"]["libraries"]
+
+
+def test_termination_penalties_shape_reward_not_score(client: httpx.Client) -> None:
+    truncated = {**MATH_OK, "finish_reason": "length"}
+    loop = {**MATH_OK, "response": MATH_OK["response"] + " and so on" * 40}
+    plain, cut, looped = score(client, [MATH_OK, truncated, loop], spec="prorl-v1-termination")
+    assert plain["reward"] == 1.0 and plain["penalties"] == {}
+    assert cut["score"] == 1.0 and cut["reward"] == 0.0
+    assert cut["penalties"] == {"truncation": -1.0}
+    assert looped["reward"] == 0.0 and looped["penalties"] == {"repetition": -1.0}
+    assert looped["details"]["termination"]["repetition"]["copies"] >= 6
+    # Without the termination spec, the same truncated item keeps its reward.
+    (unshaped,) = score(client, [truncated], spec="prorl-v1")
+    assert unshaped["reward"] == 1.0
+
+
+def test_dapo_overlong_ramp(client: httpx.Client) -> None:
+    def item(tokens: int) -> dict[str, Any]:
+        return {**MATH_OK, "response_tokens": tokens, "max_response_tokens": 8192}
+
+    short, mid, over = score(client, [item(7000), item(7680), item(9000)], spec="dapo-overlong")
+    assert short["reward"] == 1.0 and short["penalties"] == {}
+    assert mid["penalties"] == {"overlong": -0.5} and mid["reward"] == 0.5
+    assert over["penalties"] == {"overlong": -1.0} and over["reward"] == 0.0
+
+
+def test_jobs_report_progress_and_the_same_results(client: httpx.Client) -> None:
+    items = [
+        {
+            "id": str(i),
+            "domain": "math",
+            "response": f"\\boxed{{{i}}}",
+            "reference": {"answer": "4"},
+        }
+        for i in range(50)
+    ]
+    accepted = client.post("/v1/jobs", json={"items": items})
+    assert accepted.status_code == 202
+    job_id = accepted.json()["job_id"]
+    deadline = time.monotonic() + 120
+    while True:
+        status = client.get(f"/v1/jobs/{job_id}").json()
+        if status["status"] in ("done", "failed"):
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert status["status"] == "done"
+    assert status["completed"] == status["total"] == 50
+    direct = score(client, items)
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "elapsed_ms"} for r in rs]  # noqa: E731
+    assert strip(status["result"]["results"]) == strip(direct)
+    assert client.get("/v1/jobs/does-not-exist").status_code == 404
+
+
+def test_metrics_count_items_by_domain_and_status(client: httpx.Client) -> None:
+    score(client, [MATH_OK, {"domain": "alchemy", "response": "", "reference": {}}])
+    text = client.get("/metrics").text
+    assert 'proctor_items_total{domain="math",status="ok"}' in text
+    assert 'proctor_items_total{domain="alchemy",status="invalid"}' in text
+    assert "proctor_pool_ready_workers 2.0" in text
+
+
+def test_openapi_describes_the_contract(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    for path in (
+        "/v1/score",
+        "/healthz",
+        "/readyz",
+        "/v1/specs",
+        "/v1/limits",
+        "/v1/jobs",
+        "/metrics",
+    ):
+        assert path in schema["paths"], path
+    result = schema["components"]["schemas"]["ScoreResult"]["properties"]
+    assert set(result) == {
+        "id",
+        "status",
+        "reward",
+        "score",
+        "success",
+        "parsed",
+        "penalties",
+        "details",
+        "error",
+        "elapsed_ms",
+    }

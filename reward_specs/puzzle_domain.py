@@ -159,7 +159,7 @@ def _resolve(reference: PuzzleReference) -> tuple[str, dict[str, Any], Any, Entr
 
     elif reference.seed is not None and reference.index is not None:
         seed, index = reference.seed, reference.index
-        entry = gym.entry_for(task, config, seed, index)
+        entry = gym.regenerate(task, config, seed, index)
 
         def key() -> str:
             return f"{gym.canonical_config(config)}|{seed}|{index}"

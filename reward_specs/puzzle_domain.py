@@ -3,7 +3,9 @@
 The reference names a task and carries its entry, by value (what a Reasoning Gym dataset, or
 `POST /v1/puzzles/{task}/sample`, returned) or as `(config, seed, index)` from which the entry is
 regenerated deterministically. The answer is the last `<answer>...</answer>` of the response (the
-tag and the fallbacks are spec parameters); `parsed` is false, with the reason, when there is none.
+tag and the fallbacks are spec parameters); `parsed` is false, with the reason, when there is none,
+and the score is then 0 (a format failure earns nothing), although a few tasks' `score_answer(None)`
+gives 0.01 (countdown, fraction_simplification, puzzle24).
 
 Boxnet and graph colouring are judged by our validators (`reward_specs.puzzles.boxnet`,
 `.graph_color`): Reasoning Gym's score for every answer its scorer handles, a defined score where it

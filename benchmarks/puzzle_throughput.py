@@ -1,0 +1,203 @@
+"""Puzzle scoring throughput: Proctor's /v1/score against a plain Reasoning Gym scoring loop.
+
+Builds 4,096 puzzle answers as a GRPO step produces them: 256 prompts (entries drawn round-robin
+from every Reasoning Gym task that has a gold answer, plus graph colouring and Boxnet, at default
+configs) with 16 sampled responses each, a few hundred words of reasoning, then an
+`<answer>...</answer>` holding the gold answer or a wrong one, or no answer at all. In one run:
+
+  (a) a plain loop in this process: Reasoning Gym's `extract_answer` then the task's
+      `score_answer(answer, entry)` (datasets built and entries generated beforehand, not timed);
+  (b) `POST /v1/score` with all items in one batch, entries by value, against `proctor serve`
+      started here on the embedded default (local worker pool, one worker per core).
+
+Prints items/s for both and the ratio, and counts the items whose scores differ where an answer
+was found (there should be none: for the JSON tasks the answers are bare JSON, which both read the
+same way). Where no answer was found Proctor gives 0 with `parsed` false, while a few tasks'
+`score_answer(None)` gives 0.01 (countdown, fraction_simplification, puzzle24); those are counted
+apart. `--short` (or PROCTOR_SHORT=1) uses 512 items.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from reasoning_gym.utils import extract_answer
+
+from reward_specs.puzzles import gym
+
+SAMPLES_PER_PROMPT = 16
+PROSE = [
+    "Let me restate the puzzle and list what is given before trying anything.",
+    "I will try the smallest case first and see whether a pattern appears.",
+    "Wait, that contradicts the second constraint, so I have to backtrack one step.",
+    "Checking each candidate in turn: the first fails, the second might work.",
+    "So far the partial solution satisfies every rule I have checked.",
+    "Let me verify the answer against the original statement once more.",
+    "Hmm, I should double-check the edge case where the input is empty.",
+    "Counting carefully, there are three possibilities left after elimination.",
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    task: str
+    entry: dict[str, Any]
+    response: str
+
+
+def _gold(task: str, entry: dict[str, Any]) -> str | None:
+    if task == "graph_color":
+        return json.dumps(entry["metadata"]["possible_answer"])
+    if task == "boxnet":
+        return "[]"  # a JSON plan that moves nothing (partial credit 0.05)
+    answer = entry.get("answer")
+    return answer if isinstance(answer, str) else None
+
+
+def make_cases(n: int, seed: int = 0) -> list[Case]:
+    rng = random.Random(seed)
+    tasks = []
+    for task in gym.task_names():
+        if task == "composite":
+            continue
+        if _gold(task, gym.entry_for(task, {}, seed, 0)) is not None:
+            tasks.append(task)
+    cases = []
+    prompts = max(1, n // SAMPLES_PER_PROMPT)
+    for p in range(prompts):
+        task = tasks[p % len(tasks)]
+        entry = gym.jsonable(gym.entry_for(task, {}, seed, p // len(tasks)))
+        entry = gym.restore_entry(task, entry)  # what the scorer sees after a JSON round trip
+        gold = _gold(task, entry)
+        assert gold is not None
+        for _ in range(SAMPLES_PER_PROMPT):
+            reasoning = " ".join(rng.choice(PROSE) for _ in range(rng.randint(20, 60)))
+            roll = rng.random()
+            if roll < 0.5:
+                answer = f"<answer>{gold}</answer>"
+            elif roll < 0.9:
+                answer = f"<answer>{gold[: max(1, len(gold) // 2)]}</answer>"
+            else:
+                answer = "I could not finish."
+            cases.append(Case(task, entry, f"{reasoning}\n\n{answer}"))
+    return cases[:n]
+
+
+def baseline(cases: list[Case]) -> tuple[list[float], float]:
+    datasets = {task: gym.scoring_dataset(task) for task in {c.task for c in cases}}
+    scores = []
+    started = time.perf_counter()
+    for case in cases:
+        answer = extract_answer(case.response)
+        try:
+            scores.append(float(datasets[case.task].score_answer(answer, case.entry)))
+        except Exception:
+            scores.append(0.0)  # what a plain loop has to do with a crashing scorer
+    return scores, time.perf_counter() - started
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def ours(cases: list[Case]) -> tuple[list[dict[str, Any]], float]:
+    port = _free_port()
+    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port)]
+    server = subprocess.Popen([*command, "--log-level", "warning"])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass  # not listening yet
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("proctor serve did not become ready")
+        items = [
+            {
+                "domain": "puzzle",
+                "response": c.response,
+                "reference": {"task": c.task, "entry": c.entry},
+            }
+            for c in cases
+        ]
+        body = json.dumps({"items": items}, default=list)
+        started = time.perf_counter()
+        reply = httpx.post(
+            url + "/v1/score",
+            content=body,
+            headers={"content-type": "application/json"},
+            timeout=1800,
+        )
+        elapsed = time.perf_counter() - started
+        reply.raise_for_status()
+        return reply.json()["results"], elapsed
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=None)
+    parser.add_argument("--short", action="store_true", help="512 items (CI)")
+    parser.add_argument("--json", action="store_true", help="also print a JSON summary line")
+    args = parser.parse_args()
+    short = args.short or os.environ.get("PROCTOR_SHORT") == "1"
+    n = args.items or (512 if short else 4096)
+    warnings.simplefilter("ignore")
+
+    cases = make_cases(n)
+    baseline(cases)  # warm-up: first calls pay sympy's and the tasks' lazy imports
+    base_scores, base_s = baseline(cases)
+    results, ours_s = ours(cases)
+
+    base_rate, ours_rate = n / base_s, n / ours_s
+    statuses = {r["status"] for r in results}
+    differ = [
+        i
+        for i, (b, r) in enumerate(zip(base_scores, results, strict=True))
+        if r["score"] != b and r["parsed"]
+    ]
+    unparsed_credit = sum(
+        1 for b, r in zip(base_scores, results, strict=True) if r["score"] != b and not r["parsed"]
+    )
+    print(f"items: {n} over {len({c.task for c in cases})} tasks")
+    print(f"(a) plain score_answer loop, 1 process: {base_rate:9.1f} items/s  ({base_s:.3f} s)")
+    print(f"(b) POST /v1/score, embedded default:   {ours_rate:9.1f} items/s  ({ours_s:.3f} s)")
+    print(f"ratio (b)/(a): {ours_rate / base_rate:.2f}x")
+    print(f"statuses: {sorted(statuses)}; scores differing from (a): {len(differ)}")
+    print(f"no answer found, where (a) gave score_answer(None) > 0: {unparsed_credit}")
+    for i in differ[:10]:
+        print(f"  differs: {cases[i].task} (a)={base_scores[i]} (b)={results[i]['score']}")
+    if args.json:
+        summary = {
+            "items": n,
+            "baseline_per_s": base_rate,
+            "ours_per_s": ours_rate,
+            "ratio": ours_rate / base_rate,
+            "differing": len(differ),
+        }
+        print(json.dumps(summary))
+    return 1 if differ or statuses != {"ok"} else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

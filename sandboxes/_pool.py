@@ -297,6 +297,8 @@ class SupervisorPool:
     def _refill_job(self) -> None:
         try:
             for attempt in range(3):
+                if self._closed:
+                    return
                 try:
                     sup = self._new_supervisor()
                 except (SandboxError, OSError) as exc:

@@ -3,16 +3,21 @@
 Each container runs the same supervisor as the local backend (sent over stdin at start; nothing is
 mounted) with no network, a read-only root, size-capped tmpfs for /sandbox, /tmp, /var/tmp and
 /dev/shm, memory = memory+swap, a pids limit, every capability dropped, no-new-privileges, a
-non-root user and Docker's init as PID 1. The service talks to the supervisor over the container's
-attached stdin/stdout (one hijacked connection per container, no `docker exec` per run). Containers
-carry the label `io.proctor.sandbox=<docker_label>`; those are removed at start-up and shutdown, and
-a container whose service dies sees its stdin close, exits and is auto-removed.
+non-root user, and the supervisor itself as PID 1 (the reaping init). The service talks to the
+supervisor over the container's attached stdin/stdout (one hijacked connection per container, no
+`docker exec` per run).
+
+Containers carry the label `io.proctor.sandbox=<docker_label>` and an owner label (host name and
+pid). At shutdown a service removes its own; at start-up, those whose owner on this host is gone.
+A container whose service dies sees its stdin close (the attach connection drops), exits and is
+auto-removed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import struct
 import threading
@@ -27,18 +32,43 @@ from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
 from sandboxes.settings import SandboxSettings
 from sandboxes.supervisor import BOOTSTRAP
 
-__all__ = ["LABEL", "DockerBackend", "remove_labelled_containers"]
+__all__ = ["LABEL", "OWNER_LABEL", "DockerBackend", "owner_id", "remove_containers"]
 
 log = logging.getLogger("sandboxes")
 
 LABEL = "io.proctor.sandbox"
+OWNER_LABEL = "io.proctor.sandbox.owner"
 _STDOUT = 1
 
 
-def remove_labelled_containers(client: Any, label: str) -> int:
-    """Force-remove every container (running or not) labelled `io.proctor.sandbox=<label>`."""
+def owner_id() -> str:
+    """This process, as written in the owner label: host name and pid."""
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+def _owner_alive(owner: str) -> bool:
+    """Is the service that started a container still running? Unknown hosts count as alive."""
+    host, _, pid = owner.rpartition("/")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_containers(client: Any, label: str, *, owner: str | None = None) -> int:
+    """Force-remove containers labelled `io.proctor.sandbox=<label>`: those of `owner` when given,
+    else those whose owner on this host is gone (or that are no longer running)."""
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}={label}"}):
+    filters = {"label": [f"{LABEL}={label}"] + ([f"{OWNER_LABEL}={owner}"] if owner else [])}
+    for container in client.containers.list(all=True, filters=filters):
+        owner_of = container.labels.get(OWNER_LABEL, "")
+        if owner is None and container.status == "running" and _owner_alive(owner_of):
+            continue
         try:
             container.remove(force=True)
             removed += 1
@@ -67,7 +97,7 @@ class ContainerChannel:
             settings.image,
             command=["python3", "-I", "-S", "-c", BOOTSTRAP, json.dumps(config)],
             name=name,
-            labels={LABEL: settings.docker_label},
+            labels={LABEL: settings.docker_label, OWNER_LABEL: owner_id()},
             user=f"{settings.docker_uid}:{settings.docker_uid}",
             network_mode="none",
             read_only=True,
@@ -85,7 +115,10 @@ class ContainerChannel:
             else int(settings.container_cpus * 1e9),
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            init=True,
+            # The supervisor is the container's PID 1 (Docker's init would be a process the
+            # program could signal and whose stdio it could open): it reaps every orphan, and
+            # the kernel shields a namespace's init from the signals of its own processes.
+            init=False,
             stdin_open=True,
             detach=False,  # with stdin_open: StdinOnce, so our disconnect closes its stdin
             tty=False,
@@ -161,12 +194,13 @@ class ContainerChannel:
         if self._closed:
             return
         self._closed = True
-        sock = getattr(self, "_sock", None)
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError as exc:
-                log.debug("closing the attach socket: %s", exc)
+        # The hijacked connection: the SocketIO wrapper holds a reference on the socket.
+        for stream in (getattr(self, "_raw", None), getattr(self, "_sock", None)):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError as exc:
+                    log.debug("closing the attach socket: %s", exc)
         try:
             self._container.remove(force=True)
         except docker.errors.NotFound:
@@ -199,7 +233,7 @@ class DockerBackend:
                 f"sandbox image {settings.image!r} not found: build it with "
                 f"`sandboxes/images/build-offline.sh {settings.image}`"
             ) from exc
-        removed = remove_labelled_containers(self._client, settings.docker_label)
+        removed = remove_containers(self._client, settings.docker_label)
         if removed:
             log.warning("removed %d leftover sandbox containers (label %s)", removed, LABEL)
         self._seq = 0
@@ -228,7 +262,7 @@ class DockerBackend:
 
     def _sweep(self) -> None:
         try:
-            remove_labelled_containers(self._client, self._settings.docker_label)
+            remove_containers(self._client, self._settings.docker_label, owner=owner_id())
         finally:
             self._client.close()
 

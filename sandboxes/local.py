@@ -150,6 +150,7 @@ def _bwrap_argv(settings: SandboxSettings, config: dict[str, Any], as_root: bool
     argv += [
         "--unshare-ipc",
         "--unshare-pid",
+        "--as-pid-1",
         "--unshare-net",
         "--unshare-uts",
         "--unshare-cgroup-try",

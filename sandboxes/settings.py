@@ -81,8 +81,9 @@ class SandboxSettings(BaseModel):
     """Docker engine address; None means the environment's (DOCKER_HOST or the local socket)."""
 
     docker_label: str = Field(default="proctor", min_length=1, max_length=64, pattern=r"^[\w.-]+$")
-    """Value of the `io.proctor.sandbox` label on our containers. Containers with this label are
-    removed at start-up and shutdown, so two services sharing one engine need different labels."""
+    """Value of the `io.proctor.sandbox` label on our containers. At shutdown a process removes
+    the containers it started; at start-up, any with this label whose owning process (on this host)
+    is gone."""
 
     docker_uid: int = Field(default=10001, ge=1000, le=2**31 - 2)
     """Non-root uid (and gid) the container's processes run as."""

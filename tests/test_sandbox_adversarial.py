@@ -1,0 +1,519 @@
+"""Adversarial programs, one property each, on every backend (`backend` fixture: local and docker).
+
+Each test runs a hostile program and asserts (1) the verdict the program earns, (2) that it was
+contained, and, through the `sandbox` fixture, (3) that the backend is still healthy and the next
+run is clean: no leftover files in the work directory, /tmp, /var/tmp or /dev/shm, no process of
+an earlier run alive, the interpreter intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import sandboxes
+from sandboxes import Execution, ExecutionResult, Limits, RunRequest, SandboxBackend
+
+SHORT = os.environ.get("PROCTOR_SHORT", "") == "1"
+SECRET = "proctor-adversarial-secret-7f3a9c"
+os.environ["PROCTOR_TEST_SECRET"] = SECRET  # set before any backend starts: it must not leak
+
+FAST = Limits(cpu_budget_s=1.0, wall_cap_s=3.0)
+
+# Prints what a fresh run can see of earlier runs; see `assert_clean`.
+CANARY = textwrap.dedent(
+    """
+    import json, os
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    names = {}
+    for p in pids:
+        try:
+            names[p] = open(f"/proc/{p}/cmdline", "rb").read().split(b"\\0")[0].decode()
+        except OSError:
+            names[p] = "?"
+    print(json.dumps({
+        "work": sorted(os.listdir(".")),
+        "tmp": {d: sorted(os.listdir(d)) for d in ("/tmp", "/var/tmp", "/dev/shm")},
+        "procs": names,
+        "me": os.getpid(),
+    }))
+    """
+)
+
+
+def py(code: str, *, stdin: bytes = b"", limits: Limits = FAST) -> RunRequest:
+    return RunRequest(
+        files={"main.py": textwrap.dedent(code).encode()},
+        executions=[Execution(("python3", "main.py"), stdin)],
+        limits=limits,
+    )
+
+
+def run1(backend: SandboxBackend, code: str, **kw: object) -> ExecutionResult:
+    result = backend.run(py(code, **kw))  # type: ignore[arg-type]
+    assert len(result.executions) == 1
+    return result.executions[0]
+
+
+def sandbox_zombies() -> list[str]:
+    """Zombie processes on this host owned by a sandbox uid (docker's or the local range)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        uid = int(status["Uid"].split()[0])
+        if status["State"].strip().startswith("Z") and (uid == 10001 or 61000 <= uid < 63000):
+            found.append(pid)
+    return found
+
+
+def assert_clean(backend: SandboxBackend) -> None:
+    assert backend.ready()
+    res = run1(backend, CANARY)
+    assert res.status == "ok", res
+    seen = json.loads(res.stdout)
+    assert seen["work"] == ["main.py"]
+    assert seen["tmp"] == {"/tmp": [], "/var/tmp": [], "/dev/shm": []}
+    others = {p: n for p, n in seen["procs"].items() if int(p) != seen["me"]}
+    # Only the supervisor (the namespace's init) may remain.
+    assert [os.path.basename(n) for n in others.values()] == ["python3"], others
+
+
+@pytest.fixture
+def sandbox(backend: SandboxBackend) -> Iterator[SandboxBackend]:
+    yield backend
+    assert_clean(backend)
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU and time
+
+
+def test_infinite_loop_times_out_on_cpu_budget(sandbox: SandboxBackend) -> None:
+    res = run1(sandbox, "while True: pass", limits=Limits(cpu_budget_s=1.0, wall_cap_s=60.0))
+    assert res.status == "timeout"
+    assert 0.9 <= res.cpu_s <= 2.0  # the budget is 1 s of CPU; polled, so slightly over
+
+
+def test_sleep_hits_the_wall_clock_backstop(sandbox: SandboxBackend) -> None:
+    res = run1(sandbox, "import time; time.sleep(60)")
+    assert res.status == "timeout"
+    assert res.cpu_s < 0.5
+
+
+def test_ignored_sigalrm_and_sigxcpu_with_busy_loop(sandbox: SandboxBackend) -> None:
+    code = """
+    import signal
+    for s in (signal.SIGALRM, signal.SIGXCPU, signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, signal.SIG_IGN)
+    signal.alarm(1)
+    while True:
+        pass
+    """
+    assert run1(sandbox, code).status == "timeout"
+
+
+def test_cpu_of_child_processes_is_charged(sandbox: SandboxBackend) -> None:
+    code = """
+    import os
+    kids = []
+    for _ in range(4):
+        pid = os.fork()
+        if pid == 0:
+            x = 0
+            for i in range(10**9):
+                x += i
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    print("finished")
+    """
+    res = run1(sandbox, code)
+    assert res.status == "timeout"
+    assert b"finished" not in res.stdout
+
+
+def test_budget_is_shared_by_the_executions_of_a_request(sandbox: SandboxBackend) -> None:
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.7: pass\n"
+    req = RunRequest(
+        files={"main.py": burn.encode()},
+        executions=[Execution(("python3", "main.py"))] * 3,
+        limits=FAST,
+    )
+    statuses = [e.status for e in sandbox.run(req).executions]
+    assert statuses == ["ok", "timeout", "skipped"]
+
+
+def test_closed_stdout_then_loop(sandbox: SandboxBackend) -> None:
+    assert (
+        run1(sandbox, "import os\nos.close(1); os.close(2)\nwhile True: pass").status == "timeout"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+def test_fork_bomb_is_contained(sandbox: SandboxBackend) -> None:
+    code = """
+    import os
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            pass
+    """
+    assert run1(sandbox, code).status in ("timeout", "runtime_error")
+
+
+def test_ten_thousand_threads_are_refused(sandbox: SandboxBackend) -> None:
+    code = """
+    import threading, time
+    n = 0
+    try:
+        for _ in range(10_000):
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+            n += 1
+    except (RuntimeError, MemoryError):
+        pass
+    print(n)
+    """
+    res = run1(sandbox, code)
+    assert res.status in ("ok", "memory", "runtime_error")
+    if res.status == "ok":
+        assert int(res.stdout) < 1000
+
+
+def test_double_forked_daemon_does_not_outlive_its_run(sandbox: SandboxBackend) -> None:
+    code = """
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(0.3)
+            for d in ("/tmp", "/dev/shm", "/var/tmp"):
+                open(d + "/daemon-was-here", "w").write("x")
+            time.sleep(600)
+        os._exit(0)
+    print("parent done")
+    """
+    res = run1(sandbox, code)
+    assert res.status == "ok" and res.stdout == b"parent done\n"
+    # This runs after the daemon's 0.3 s: neither it nor its files may be seen.
+    check = run1(sandbox, "import time, os\ntime.sleep(0.6)\nprint(os.listdir('/tmp'))")
+    assert check.stdout == b"[]\n"
+
+
+def test_killing_the_parent(sandbox: SandboxBackend) -> None:
+    code = "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(0.2)"
+    res = run1(sandbox, code)
+    # The parent is the supervisor, the PID namespace's init: the kernel shields an init from
+    # its own namespace's signals (and, under root, it is another uid). It survives.
+    assert res.status in ("ok", "runtime_error")
+    assert b"killed its supervisor" not in res.stderr
+
+
+def test_kill_minus_one(sandbox: SandboxBackend) -> None:
+    code = """
+    import os, signal
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:  # ESRCH: there was nothing it may signal
+        pass
+    print("survived")
+    """
+    res = run1(sandbox, code)
+    # kill(-1) spares the caller and the namespace's init (the supervisor); nothing else exists.
+    assert res.status == "ok" and res.stdout == b"survived\n"
+
+
+def test_no_privileges(sandbox: SandboxBackend) -> None:
+    code = """
+    import os
+    status = dict(l.split(":", 1) for l in open("/proc/self/status"))
+    print(os.getuid(), int(status["CapEff"], 16), status["NoNewPrivs"].strip())
+    """
+    res = run1(sandbox, code)
+    uid, caps, nnp = res.stdout.split()
+    assert int(uid) != 0 and caps == b"0" and nnp == b"1"
+
+
+def test_supervisor_pipes_are_not_reachable(sandbox: SandboxBackend) -> None:
+    code = """
+    import os
+    opened = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        for fd in ("0", "1"):
+            try:
+                open(f"/proc/{pid}/fd/{fd}", "wb").close()
+                opened.append((pid, fd))
+            except OSError:
+                pass
+    print(opened)
+    """
+    assert run1(sandbox, code).stdout == b"[]\n"
+
+
+def test_missing_executable(sandbox: SandboxBackend) -> None:
+    req = RunRequest(files={}, executions=[Execution(("/no/such/program",))], limits=FAST)
+    res = sandbox.run(req).executions[0]
+    assert res.status == "runtime_error" and res.exit_code == 127
+    assert b"could not start" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory, output, files
+
+
+def test_memory_bomb(sandbox: SandboxBackend) -> None:
+    res = run1(sandbox, "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))")
+    assert res.status == "memory"
+
+
+def test_memory_bomb_in_many_processes(sandbox: SandboxBackend) -> None:
+    code = """
+    import os
+    for _ in range(8):
+        if os.fork() == 0:
+            chunks = []
+            while True:
+                chunks.append(bytearray(10**7))
+    os.wait()
+    """
+    assert run1(sandbox, code).status in ("memory", "runtime_error", "timeout", "ok")
+
+
+def test_endless_output_is_cut_off(sandbox: SandboxBackend) -> None:
+    res = run1(sandbox, "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)")
+    assert res.status == "output_limit"
+    assert len(res.stdout) + len(res.stderr) <= Limits().output_bytes
+
+
+def test_two_gigabyte_file_is_refused(sandbox: SandboxBackend) -> None:
+    code = """
+    with open("big", "wb") as f:
+        for _ in range(2048):
+            f.write(bytes(2**20))
+    """
+    res = run1(sandbox, code)
+    assert res.status == "runtime_error"
+    assert res.signal == 25 or b"File too large" in res.stderr or b"No space" in res.stderr
+
+
+@pytest.mark.parametrize("directory", ["/tmp", "/var/tmp", "/dev/shm"])
+def test_files_left_behind_are_gone_next_run(sandbox: SandboxBackend, directory: str) -> None:
+    res = run1(sandbox, f"open('{directory}/left-behind', 'w').write('x')\nprint('wrote')")
+    assert res.status == "ok"
+    again = run1(sandbox, f"import os\nprint(os.path.exists('{directory}/left-behind'))")
+    assert again.stdout == b"False\n"
+
+
+def test_invalid_utf8_output_is_returned_verbatim(sandbox: SandboxBackend) -> None:
+    res = run1(sandbox, "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\x80ok\\xc3')")
+    assert res.status == "ok" and res.stdout == b"\xff\xfe\x80ok\xc3"
+
+
+def test_deep_recursion(sandbox: SandboxBackend) -> None:
+    code = "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n    return f(n + 1) + 1\nf(0)"
+    assert run1(sandbox, code).status in ("runtime_error", "memory", "timeout")
+
+
+def test_large_unread_stdin_does_not_deadlock(sandbox: SandboxBackend) -> None:
+    res = run1(sandbox, "print('ignored my input')", stdin=b"1 2 3\n" * 2_000_000)
+    assert res.status == "ok" and res.stdout == b"ignored my input\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# What the program may see and touch
+
+
+def test_etc_shadow_is_unreadable(sandbox: SandboxBackend) -> None:
+    res = run1(sandbox, "print(open('/etc/shadow').read())")
+    assert res.status == "runtime_error"
+    assert b"root:" not in res.stdout
+
+
+def test_service_environment_is_invisible(sandbox: SandboxBackend) -> None:
+    code = """
+    import os
+    seen = repr(dict(os.environ))
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            seen += open(f"/proc/{pid}/environ", "rb").read().decode("latin-1")
+        except OSError:
+            pass
+    print(seen)
+    """
+    res = run1(sandbox, code)
+    assert res.status == "ok"
+    assert SECRET.encode() not in res.stdout
+
+
+def test_service_source_is_invisible(sandbox: SandboxBackend) -> None:
+    source = os.path.dirname(os.path.abspath(sandboxes.__file__))
+    code = f"""
+    import os
+    for path in ({source!r}, {os.path.dirname(source)!r}, "/root", "/home"):
+        try:
+            print(path, bool(os.listdir(path)))
+        except OSError as e:
+            print(path, type(e).__name__)
+    """
+    res = run1(sandbox, code)
+    assert res.status == "ok"
+    assert b"True" not in res.stdout
+
+
+def test_interpreter_cannot_be_overwritten(sandbox: SandboxBackend) -> None:
+    code = """
+    import os, shutil
+    target = os.path.realpath(shutil.which("python3"))
+    try:
+        open(target, "wb").write(b"#!/bin/sh\\necho pwned\\n")
+        print("overwrote")
+    except OSError as e:
+        print("refused", e.errno)
+    """
+    res = run1(sandbox, code)
+    assert res.stdout.startswith(b"refused")
+
+
+def test_no_network_interface_but_loopback(sandbox: SandboxBackend) -> None:
+    res = run1(sandbox, "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))")
+    assert res.stdout == b"['lo']\n"
+
+
+def test_dns_does_not_resolve(sandbox: SandboxBackend) -> None:
+    code = """
+    import socket
+    try:
+        socket.getaddrinfo("pypi.org", 443)
+        print("resolved")
+    except OSError as e:
+        print("failed", type(e).__name__)
+    """
+    assert run1(sandbox, code).stdout.startswith(b"failed")
+
+
+def test_service_port_is_unreachable(sandbox: SandboxBackend) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        code = f"""
+        import socket
+        try:
+            socket.create_connection(("127.0.0.1", {port}), timeout=1).close()
+            print("connected")
+        except OSError as e:
+            print("refused", type(e).__name__)
+        """
+        res = run1(sandbox, code)
+        assert res.stdout.startswith(b"refused")
+        listener.settimeout(0.1)
+        with pytest.raises(TimeoutError):
+            listener.accept()
+
+
+def test_docker_socket_is_unreachable(sandbox: SandboxBackend) -> None:
+    code = """
+    import socket
+    for path in ("/var/run/docker.sock", "/run/docker.sock"):
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(path)
+            print("connected", path)
+        except OSError:
+            pass
+    print("done")
+    """
+    assert run1(sandbox, code).stdout == b"done\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Many runs
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.slow
+def test_a_thousand_timeouts_in_a_row(sandbox: SandboxBackend) -> None:
+    n = 150 if SHORT else 1000
+    tiny = Limits(cpu_budget_s=0.02, wall_cap_s=2.0)
+    sandbox.run(py("pass", limits=tiny))  # warm every lazy resource before counting fds
+    fds = _open_fds()
+    with ThreadPoolExecutor(4) as pool:
+        statuses = list(
+            pool.map(lambda _: run1(sandbox, "while True: pass", limits=tiny).status, range(n))
+        )
+    assert statuses == ["timeout"] * n
+    assert sandbox_zombies() == []
+    assert _open_fds() <= fds + 8  # replacements may be mid-start; no growth with n
+
+
+STDIN_PROGRAM = """
+import sys
+n = int(sys.stdin.read())
+if n % 3 == 0:
+    raise ValueError(n)
+if n % 3 == 1:
+    sys.exit(3)
+print(n * n)
+"""
+
+
+def test_concurrent_failing_stdin_runs_match_serial(sandbox: SandboxBackend) -> None:
+    def verdict(n: int) -> tuple[str, int | None, bytes]:
+        res = run1(sandbox, STDIN_PROGRAM, stdin=str(n).encode())
+        return res.status, res.exit_code, res.stdout
+
+    serial = [verdict(n) for n in range(256)]
+    with ThreadPoolExecutor(256) as pool:
+        concurrent = list(pool.map(verdict, range(256)))
+    assert concurrent == serial
+    assert serial[3] == ("runtime_error", 1, b"")
+    assert serial[4] == ("runtime_error", 3, b"")
+    assert serial[5] == ("ok", 0, b"25\n")
+
+
+def test_cpu_heavy_solution_scores_the_same_under_full_load(sandbox: SandboxBackend) -> None:
+    code = """
+    limit = 300_000
+    sieve = bytearray([1]) * (limit + 1)
+    for i in range(2, int(limit ** 0.5) + 1):
+        if sieve[i]:
+            sieve[i * i :: i] = bytearray(len(sieve[i * i :: i]))
+    total = 0
+    for _ in range(60):
+        total = sum(i for i in range(2, limit + 1) if sieve[i])
+    print(total)
+    """
+    limits = Limits(cpu_budget_s=5.0, wall_cap_s=60.0)
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        with ThreadPoolExecutor(20) as pool:
+            results = list(pool.map(lambda _: run1(sandbox, code, limits=limits), range(20)))
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    assert {(r.status, r.stdout) for r in results} == {("ok", b"3709507114\n")}

@@ -29,7 +29,7 @@ def field_error(loc: list[str | int], message: str, kind: str, status: int = 422
 
 def resolve_spec(state: AppState, body: ScoreRequest) -> Spec:
     """The request's spec, after the request-wide checks (unknown spec, too many items)."""
-    name = body.spec or state.settings.default_spec
+    name = state.settings.default_spec if body.spec is None else body.spec
     spec = state.specs.get(name)
     if spec is None:
         known = ", ".join(sorted(state.specs))

@@ -5,9 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import BUILTIN_SPEC_DIR, SpecError, load_specs
@@ -87,6 +92,36 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+async def _unreadable_body_is_422(request: Request, exc: Exception) -> Response:
+    """FastAPI answers a body it cannot decode (not UTF-8) with a bare 400; the contract says a
+    request that is not JSON is a 422 naming the body."""
+    if isinstance(exc, StarletteHTTPException) and exc.status_code == 400:
+        return JSONResponse(
+            {
+                "detail": [
+                    {"loc": ["body"], "msg": "the body is not UTF-8 JSON", "type": "json_invalid"}
+                ]
+            },
+            status_code=422,
+        )
+    return await http_exception_handler(request, cast(StarletteHTTPException, exc))
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    """422 naming each offending field. The offending input is not echoed back: it can be
+    megabytes long, or a number JSON cannot carry (1e400 parses as infinity)."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    detail = [
+        {
+            "loc": list(e.get("loc", ())),
+            "msg": str(e.get("msg", "")),
+            "type": str(e.get("type", "")),
+        }
+        for e in errors[:50]
+    ]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
 def build_state(settings: Settings) -> AppState:
     """Registry, specs and dispatcher for `settings`; spec errors surface here, at start-up."""
     registry = load_registry(settings.registry)
@@ -124,8 +159,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.proctor = state
+    app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)
+    app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(score.router)
     app.include_router(health.router)
     app.include_router(puzzles.router)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    app.openapi = _openapi_with_server_facts(app, state)  # type: ignore[method-assign]
     return app
+
+
+def _openapi_with_server_facts(app: FastAPI, state: AppState) -> Callable[[], dict[str, Any]]:
+    """The generated schema, plus what only this server knows: its spec names and item limit."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+            )
+            request = schema["components"]["schemas"]["ScoreRequest"]["properties"]
+            for option in request["spec"]["anyOf"]:
+                if option.get("type") == "string":
+                    option["enum"] = sorted(state.specs)
+            request["items"]["maxItems"] = state.settings.max_items_per_request
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return openapi

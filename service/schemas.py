@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 __all__ = [
     "ErrorInfo",
@@ -21,8 +21,16 @@ __all__ = [
 ]
 
 
+def _whole_number(value: Any) -> Any:
+    """JSON Schema's `integer` admits 812.0; strict validation alone would not."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 class ScoreItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: the service accepts exactly what its published schema says (no "5" for 5).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     id: str | None = Field(None, max_length=512, description="Echoed back in the result.")
     domain: str = Field(
@@ -37,12 +45,13 @@ class ScoreItem(BaseModel):
     finish_reason: Literal["stop", "length"] | None = Field(
         None, description="`length` when generation hit the token limit."
     )
-    response_tokens: int | None = Field(None, ge=0)
-    max_response_tokens: int | None = Field(None, gt=0)
+    # The bound comes before the validator so that it reaches the published schema.
+    response_tokens: Annotated[int, Field(ge=0), BeforeValidator(_whole_number)] | None = None
+    max_response_tokens: Annotated[int, Field(gt=0), BeforeValidator(_whole_number)] | None = None
 
 
 class ScoreRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     spec: str | None = Field(None, description="Reward spec name; the server's default if absent.")
     items: list[ScoreItem]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
@@ -43,9 +44,16 @@ async def _score(
     return response
 
 
+_REFUSALS: dict[int | str, dict[str, Any]] = {
+    413: {"description": "The request body exceeds `max_request_bytes` (see /v1/limits)."},
+    422: {"description": "A malformed request: `detail[].loc` names the offending field."},
+}
+
+
 @router.post(
     "/v1/score",
     response_model=ScoreResponse,
+    responses=_REFUSALS,
     summary="Score a batch of responses",
     description="One result per item, in the order of `items`. A malformed request is a 422 "
     "naming the field; an unusable item is an `invalid` result and the rest is scored.",
@@ -55,7 +63,13 @@ async def score(body: ScoreRequest, state: StateDep) -> ScoreResponse:
     return await _score(state, spec, body.items, "score")
 
 
-@router.post("/v1/jobs", response_model=JobAccepted, status_code=202, summary="Start a scoring job")
+@router.post(
+    "/v1/jobs",
+    response_model=JobAccepted,
+    status_code=202,
+    summary="Start a scoring job",
+    responses={**_REFUSALS, 429: {"description": "Too many jobs are kept; retry later."}},
+)
 async def create_job(body: ScoreRequest, state: StateDep) -> JobAccepted:
     spec = resolve_spec(state, body)
 
@@ -74,7 +88,12 @@ async def create_job(body: ScoreRequest, state: StateDep) -> JobAccepted:
     return JobAccepted(job_id=job.id)
 
 
-@router.get("/v1/jobs/{job_id}", response_model=JobStatus, summary="A job's progress and results")
+@router.get(
+    "/v1/jobs/{job_id}",
+    response_model=JobStatus,
+    summary="A job's progress and results",
+    responses={404: {"description": "No such job, or it expired."}},
+)
 async def get_job(job_id: str, state: StateDep) -> JobStatus:
     job = state.jobs.get(job_id)
     if job is None:

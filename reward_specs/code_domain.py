@@ -14,9 +14,11 @@ Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinne
   wrong_answer, runtime_error, timeout, memory, output_limit), CPU time and a short diff.
 - Test formats. `stdio`: one sandboxed execution per test, stdout compared as in
   `reward_specs.code.stdio`. `fn_name` + `cases` and `asserts` (Python): one execution of the
-  trusted harness `sandboxes/runners/py_harness.py`, which loads the solution once and runs each
-  test in its own forked child; only values leave the sandbox and the verdict is computed here,
-  so expected values never enter it (`reward_specs.code.asserts`, `reward_specs.code.values`).
+  trusted harness `sandboxes/runners/py_harness.py`, which loads the solution once, then runs
+  the tests in order in a forked child, as a test file would; a test that crashes its process
+  fails alone and a fresh child carries on with the next one. Only values leave the sandbox and
+  the verdict is computed here, so expected values never enter it (`reward_specs.code.asserts`,
+  `reward_specs.code.values`).
 - A failure of the sandbox machinery (`SandboxError`) propagates: the engine reports
   `infra_error`, never a wrong answer. So does a missing sandbox (`ctx.sandbox is None`).
 - Identical (code, tests, config, backend) are run once: a bounded LRU with de-duplication of
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -205,9 +208,9 @@ def _harness_request(code: bytes, job: dict[str, Any], config: CodeConfig) -> Ru
         files={
             "solution.py": code,
             PY_HARNESS: runner_source(PY_HARNESS),
-            "job.json": json.dumps(job).encode(),
+            "job.marshal": marshal.dumps(job),
         },
-        executions=[Execution(("python3", "-I", PY_HARNESS, "job.json"))],
+        executions=[Execution(("python3", "-I", PY_HARNESS, "job.marshal"))],
         limits=_limits(config),
     )
 
@@ -386,7 +389,7 @@ def _judge_harness(
     results = []
     for i in range(_count(tests)):
         exit_info = out.exits.get(i, {})
-        cpu = exit_info.get("cpu_s", 0.0)
+        cpu = out.values.get(i, exit_info).get("cpu_s", 0.0)
         time = float(cpu) if isinstance(cpu, (int, float)) else 0.0
         if out.fatal is not None:
             result = _TestResult("runtime_error", error=out.fatal)
@@ -403,7 +406,7 @@ def _judge_harness(
         elif exit_info.get("signal") is not None:
             result = _TestResult("runtime_error", error=f"killed by signal {exit_info['signal']}")
         elif exit_info:
-            result = _TestResult("runtime_error", error="exited without a result")
+            result = _TestResult("runtime_error", error=f"exited ({exit_info.get('exit')})")
         else:
             error = _run_error(ex, limit) if unfinished == "runtime_error" else None
             result = _TestResult(unfinished, error=error)

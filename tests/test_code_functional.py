@@ -431,13 +431,25 @@ PY_FN = [
         1 / 3,
         ("wrong_answer", "passed", "wrong_answer"),
     ),
-    # Each case runs in a fresh child: state does not leak from one case to the next.
+    # Cases run in order in one process, as a test file would: state carries over ...
     Case(
-        "py-fn-no-state-leak",
+        "py-fn-state-in-order",
         "python",
-        {"fn_name": "tick", "cases": [{"args": [], "expected": 1}] * 3},
+        {"fn_name": "tick", "cases": [{"args": [], "expected": k} for k in (1, 2, 3)]},
         py("n = 0\ndef tick():\n    global n\n    n += 1\n    return n"),
         1.0,
+    ),
+    # ... until a case kills its process: the next case starts from the freshly loaded module.
+    Case(
+        "py-fn-fresh-after-crash",
+        "python",
+        {"fn_name": "tick", "cases": [{"args": [k], "expected": 1} for k in (0, 1, 2)]},
+        py(
+            "import os\nn = 0\ndef tick(k):\n    global n\n    n += 1\n"
+            "    if k == 1: os._exit(3)\n    return n"
+        ),
+        2 / 3,
+        ("passed", "runtime_error", "passed"),
     ),
     # A missing function is a runtime error of every case.
     Case(

@@ -1,6 +1,6 @@
 """Runs INSIDE the sandbox: load a Python solution once, then evaluate each test in a forked child.
 
-Usage: python3 -I py_harness.py job.json   (job.json is written by the code scorer)
+Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `marshal.dumps`)
 
     {"solution": "solution.py", "setup": "<code run after the solution>", "mode": "call"|"eval",
      "fn_name": "solve", "tests": [...], "max_value_bytes": 65536}
@@ -25,16 +25,60 @@ the original stdout, one line each:
     \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "solution"|"setup"|"function"}
 """
 
-import json
+from __future__ import annotations
+
+import marshal
 import math
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+import time
+
+TYPE_CHECKING = False  # mypy reads this as True; `typing` costs more to import than we spend
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 _MARK = "\x1ePROCTOR "
 _MAX_DEPTH = 200
 _BIG_INT = 10**4000  # larger ints travel as hex: decimal conversion is capped and quadratic
+
+# No `json` here: importing it (and `re`) would cost more CPU than the interpreter's own start-up,
+# and every test's budget pays for the harness. Strings are written with non-ASCII characters
+# as UTF-8 and control characters, quotes, backslashes and lone surrogates escaped.
+_ESCAPES = {i: f"\\u{i:04x}" for i in range(32)}
+_ESCAPES[ord('"')] = '\\"'
+_ESCAPES[ord("\\")] = "\\\\"
+
+
+def _quote(text: str) -> str:
+    text = text.translate(_ESCAPES)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: escaped, as JSON allows
+            text = text.translate({i: f"\\u{i:04x}" for i in range(0xD800, 0xE000)})
+    return '"' + text + '"'
+
+
+def dumps(value: Any) -> str:
+    """JSON text of what `encode` returns (and of the harness's own messages)."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        return repr(value)
+    if type(value) is str:
+        return _quote(value)
+    if type(value) is list:
+        return "[" + ",".join(dumps(v) for v in value) + "]"
+    if type(value) is dict:
+        return "{" + ",".join(dumps(k) + ":" + dumps(v) for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write a {type(value).__name__}")
 
 
 class Unserialisable(Exception):
@@ -85,7 +129,7 @@ def encode(value: Any, depth: int = 0) -> Any:
 
 
 def _emit(fd: int, payload: dict[str, Any]) -> None:
-    data = (_MARK + json.dumps(payload, ensure_ascii=True) + "\n").encode()
+    data = (_MARK + dumps(payload) + "\n").encode()
     while data:
         data = data[os.write(fd, data) :]
 
@@ -95,9 +139,9 @@ def _error(exc: BaseException) -> str:
     return text[:300]
 
 
-def _run_test(
-    out: int, i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], limit: int
-) -> None:
+def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], limit: int) -> str:
+    """Test i's result line (JSON), evaluated in this process."""
+    started = time.process_time()
     values: list[dict[str, Any]] = []
     probes: list[Callable[[], Any]]
     if mode == "call":
@@ -118,24 +162,34 @@ def _run_test(
             values.append({"err": "MemoryError", "memory": True})
         except BaseException as exc:  # noqa: BLE001 - recorded: it is this test's verdict
             values.append({"err": _error(exc)})
-    payload = {"i": i, "values": values}
+    cpu_s = round(time.process_time() - started, 6)
     try:
-        line = json.dumps(payload, ensure_ascii=True)
-    except (ValueError, RecursionError) as exc:
-        payload = {"i": i, "values": [{"unserialisable": _error(exc)}]}
-        line = ""
+        line = dumps({"i": i, "values": values, "cpu_s": cpu_s})
+    except (TypeError, RecursionError) as exc:
+        line = dumps({"i": i, "values": [{"unserialisable": _error(exc)}], "cpu_s": cpu_s})
     if len(line) > limit:
-        payload = {"i": i, "too_large": len(line)}
-    _emit(out, payload)
+        line = dumps({"i": i, "too_large": len(line), "cpu_s": cpu_s})
+    return line
+
+
+def _run_from(
+    first: int, log: int, mode: str, tests: list[Any], fn: Any, ns: dict[str, Any], limit: int
+) -> None:
+    """In a forked child: tests first.. in order, each result appended to the log as it ends."""
+    for i in range(first, len(tests)):
+        line = (f"{i}\t" + _run_test(i, mode, tests[i], fn, ns, limit) + "\n").encode()
+        os.write(log, line)  # one write per line: O_APPEND keeps lines whole
 
 
 def main() -> None:
     out = os.dup(1)
     os.dup2(2, 1)  # the program's own prints go to stderr
-    with open(sys.argv[1], encoding="utf-8") as f:
-        job = json.load(f)
+    with open(sys.argv[1], "rb") as job_file:
+        job = marshal.load(job_file)
     mode, tests, limit = job["mode"], job["tests"], int(job["max_value_bytes"])
     fork, wait4, exit_ = os.fork, os.wait4, os._exit
+    log_path = os.path.abspath(".harness-log")
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     namespace: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
     stage = "solution"
     try:
@@ -147,7 +201,6 @@ def main() -> None:
             exec(compile(job["setup"], "setup.py", "exec"), namespace)
     except BaseException as exc:  # noqa: BLE001 - recorded as every test's fatal error
         _emit(out, {"fatal": _error(exc), "stage": stage})
-        sys.stdout.flush()
         exit_(0)
 
     def function() -> Any:
@@ -159,28 +212,45 @@ def main() -> None:
             return getattr(owner(), name)
         raise NameError(f"no function or Solution method named {name!r}")
 
-    for i, test in enumerate(tests):
+    # The tests run in order in ONE forked child, as in a test file; when it dies (a crash,
+    # os._exit, a signal), the test it was running fails and a fresh child, forked from the
+    # untouched parent, carries on with the next test.
+    first, offset = 0, 0
+    while first < len(tests):
         sys.stdout.flush()
         sys.stderr.flush()
         pid = fork()
         if pid == 0:
             code = 0
             try:
-                _run_test(out, i, mode, test, function, namespace, limit)
-            except BaseException:  # noqa: BLE001 - reported as exit code 70, no values
+                _run_from(first, log, mode, tests, function, namespace, limit)
+            except BaseException:  # noqa: BLE001 - reported as exit code 70
                 code = 70
             finally:
                 exit_(code)
         _, status, usage = wait4(pid, 0)
-        _emit(
-            out,
-            {
-                "i": i,
-                "exit": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
-                "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                "cpu_s": round(usage.ru_utime + usage.ru_stime, 6),
-            },
-        )
+        with open(log_path, "rb") as log_file:
+            log_file.seek(offset)
+            data = log_file.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        offset += len(complete)
+        done = first
+        for raw in complete.splitlines():
+            index, _, line = raw.partition(b"\t")
+            if index.isdigit() and first <= int(index) < len(tests):
+                done = max(done, int(index) + 1)
+                os.write(out, _MARK.encode() + line + b"\n")
+        if done < len(tests):
+            _emit(
+                out,
+                {
+                    "i": done,
+                    "exit": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
+                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                    "cpu_s": round(usage.ru_utime + usage.ru_stime, 6),
+                },
+            )
+        first = done + 1
     exit_(0)
 
 

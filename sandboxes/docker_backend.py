@@ -91,11 +91,12 @@ class ContainerChannel:
             "pid_namespace": True,
             "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
             "set_nproc": False,  # every container's uid is the same: the pids cgroup limits
+            "fork_python": settings.fork_python,
         }
         tmp = f"size={settings.tmp_tmpfs_bytes},mode=1777,noexec,nosuid,nodev"
         self._container = client.containers.create(
             settings.image,
-            command=["python3", "-I", "-S", "-c", BOOTSTRAP, json.dumps(config)],
+            command=["python3", "-S", "-c", BOOTSTRAP, json.dumps(config)],
             name=name,
             labels={LABEL: settings.docker_label, OWNER_LABEL: owner_id()},
             user=f"{settings.docker_uid}:{settings.docker_uid}",
@@ -124,8 +125,9 @@ class ContainerChannel:
             tty=False,
             auto_remove=True,
             working_dir="/sandbox",
-            environment={"LANG": "C.UTF-8"},
+            environment={"LANG": "C.UTF-8", "PYTHONHASHSEED": "0"},
             ipc_mode="private",
+            log_config={"type": "none"},  # frames are for us, not for the engine's log files
             hostname="sandbox",
         )
         try:
@@ -245,8 +247,8 @@ class DockerBackend:
             recycle_after=settings.recycle_after,
             start_timeout=settings.start_timeout_s,
             answer_margin=settings.answer_margin_s,
-            # The program runs as the supervisor's (non-root) user: it can kill it.
-            program_can_kill_supervisor=True,
+            # The supervisor is the container's init: the program cannot signal it.
+            program_can_kill_supervisor=False,
             on_close=self._sweep,
         )
 

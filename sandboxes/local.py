@@ -85,7 +85,7 @@ class ProcessChannel:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"},
                 close_fds=True,
                 start_new_session=True,
             )
@@ -157,6 +157,9 @@ def _bwrap_argv(settings: SandboxSettings, config: dict[str, Any], as_root: bool
         "--die-with-parent",
         "--new-session",
         "--clearenv",
+        "--setenv",
+        "PYTHONHASHSEED",
+        "0",
         "--hostname",
         "sandbox",
         "--ro-bind",
@@ -169,6 +172,12 @@ def _bwrap_argv(settings: SandboxSettings, config: dict[str, Any], as_root: bool
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
+    argv += [
+        "--perms",
+        "0755",
+        "--dir",
+        "/etc",
+    ]  # else bwrap makes it 0700: unusable by the run uid
     for name in _ETC:
         path = "/etc/" + name
         if os.path.exists(path):
@@ -179,7 +188,7 @@ def _bwrap_argv(settings: SandboxSettings, config: dict[str, Any], as_root: bool
         argv += ["--perms", "1777", "--size", tmp, "--tmpfs", path]
     argv += ["--perms", "0755", "--size", str(settings.local_work_bytes), "--tmpfs", "/sandbox"]
     argv += ["--chdir", "/sandbox", "--"]
-    argv += [settings.python, "-I", "-S", "-c", BOOTSTRAP, json.dumps(config)]
+    argv += [settings.python, "-S", "-c", BOOTSTRAP, json.dumps(config)]
     return argv
 
 
@@ -201,8 +210,8 @@ class LocalBackend:
             recycle_after=settings.recycle_after,
             start_timeout=settings.start_timeout_s,
             answer_margin=settings.answer_margin_s,
-            # Without root the program shares the supervisor's uid and can kill it.
-            program_can_kill_supervisor=not self._as_root,
+            # The supervisor is the jail's init (bwrap --as-pid-1): the program cannot signal it.
+            program_can_kill_supervisor=False,
         )
 
     def _start(self) -> ProcessChannel:
@@ -213,6 +222,7 @@ class LocalBackend:
             "pid_namespace": True,
             "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
             "set_nproc": self._as_root,
+            "fork_python": self._settings.fork_python,
         }
         argv = _bwrap_argv(self._settings, config, self._as_root)
         channel = ProcessChannel(argv, lease)
@@ -278,8 +288,9 @@ class UnsafeBackend:
             "wipe": [],
             "set_nproc": self._as_root,
             "tmpdir": workdir,
+            "fork_python": self._settings.fork_python,
         }
-        argv = [self._settings.python, "-I", "-S", "-c", BOOTSTRAP, json.dumps(config)]
+        argv = [self._settings.python, "-S", "-c", BOOTSTRAP, json.dumps(config)]
         return ProcessChannel(argv, lease, workdir)
 
     def run(self, request: RunRequest) -> RunResult:

@@ -50,6 +50,13 @@ class SandboxSettings(BaseModel):
     """A sandbox that has not answered within the request's own caps plus this margin is
     considered hung: it is destroyed and the request raises SandboxError (infra_error)."""
 
+    fork_python: bool = True
+    """Run a step whose argv is the sandbox's own `python3` on a script (or `-c`), with flags
+    among -I -E -S -B -s -u, in the forked supervisor itself instead of exec'ing a fresh
+    interpreter: the same confinement, about 1 ms instead of 10-20 ms per step. Differences a
+    program can notice: `sys.flags` and /proc/self/cmdline are the supervisor's, and modules the
+    supervisor imported (json, base64, selectors, ...) are already in `sys.modules`."""
+
     python: str = "/usr/bin/python3"
     """Interpreter that runs the supervisor on the host (local, unsafe). It must live under /usr
     (the only host tree the local sandbox sees). Inside containers `python3` from the image runs."""

@@ -41,6 +41,7 @@ CANARY = textwrap.dedent(
             names[p] = "?"
     print(json.dumps({
         "work": sorted(os.listdir(".")),
+        "work_root": sorted(os.listdir("..")),
         "tmp": {d: sorted(os.listdir(d)) for d in ("/tmp", "/var/tmp", "/dev/shm")},
         "procs": names,
         "me": os.getpid(),
@@ -84,6 +85,7 @@ def assert_clean(backend: SandboxBackend) -> None:
     assert res.status == "ok", res
     seen = json.loads(res.stdout)
     assert seen["work"] == ["main.py"]
+    assert seen["work_root"] == ["work"]
     assert seen["tmp"] == {"/tmp": [], "/var/tmp": [], "/dev/shm": []}
     others = {p: n for p, n in seen["procs"].items() if int(p) != seen["me"]}
     # Only the supervisor (the namespace's init) may remain.
@@ -314,7 +316,7 @@ def test_two_gigabyte_file_is_refused(sandbox: SandboxBackend) -> None:
     assert res.signal == 25 or b"File too large" in res.stderr or b"No space" in res.stderr
 
 
-@pytest.mark.parametrize("directory", ["/tmp", "/var/tmp", "/dev/shm"])
+@pytest.mark.parametrize("directory", ["/tmp", "/var/tmp", "/dev/shm", ".."])
 def test_files_left_behind_are_gone_next_run(sandbox: SandboxBackend, directory: str) -> None:
     res = run1(sandbox, f"open('{directory}/left-behind', 'w').write('x')\nprint('wrote')")
     assert res.status == "ok"

@@ -319,7 +319,7 @@ def test_two_gigabyte_file_is_refused(sandbox: SandboxBackend) -> None:
 @pytest.mark.parametrize("directory", ["/tmp", "/var/tmp", "/dev/shm", ".."])
 def test_files_left_behind_are_gone_next_run(sandbox: SandboxBackend, directory: str) -> None:
     res = run1(sandbox, f"open('{directory}/left-behind', 'w').write('x')\nprint('wrote')")
-    assert res.status == "ok"
+    assert res.status == "ok" or b"PermissionError" in res.stderr  # the work root may be read-only
     again = run1(sandbox, f"import os\nprint(os.path.exists('{directory}/left-behind'))")
     assert again.stdout == b"False\n"
 

@@ -135,11 +135,12 @@ class _Planner:
         if ok:
             return Lit(value)
         if isinstance(node, ast.Compare):
+            left = self.plan(node.left)  # probes in Python's order of evaluation
             rest = tuple(
                 (_OPS[type(op)][0], self.plan(right))
                 for op, right in zip(node.ops, node.comparators, strict=True)
             )
-            return Compare(self.plan(node.left), rest)
+            return Compare(left, rest)
         if isinstance(node, ast.BoolOp):
             return BoolOp(isinstance(node.op, ast.And), tuple(self.plan(v) for v in node.values))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):

@@ -1,0 +1,402 @@
+"""Code scoring throughput: Proctor's /v1/score against running each response in its own process.
+
+Builds 500 Python responses to 8 small problems, each with 10 assert tests (60% correct, 25%
+partly wrong, 10% raising on some inputs, 5% syntax errors; every response unique, so no cache
+hit flatters us), and scores them, in one run, with:
+
+  (a) one `subprocess.run(["/usr/bin/python3", "-c", program], timeout=5)` per response, no
+      isolation at all, as many trainers do (the program runs each assert in try/except and
+      prints how many passed); as many at a time as there are cores;
+  (b) one `docker run --rm --network none` of the sandbox image per response, same program,
+      as many at a time as there are cores;
+  (c) `POST /v1/score` against `proctor serve` on the docker backend, then on the local backend:
+      all items in one request (throughput), then single-item requests from 4 client threads
+      (latency).
+
+Separately, 20 infinite loops (single-item requests, one at a time) on the docker backend must
+each come back as a zero with reason `budget_exceeded`, within the budget plus one second.
+
+Prints responses/s, p50/p99 latency and the ratios, and checks every verdict against the expected
+score of each response. `--short` (or PROCTOR_SHORT=1): 120 responses, 40 for (b), 4 loops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+IMAGE = os.environ.get("PROCTOR_SANDBOX_IMAGE", "proctor-sandbox:1")
+CORES = max(1, len(os.sched_getaffinity(0)))
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    correct: str
+    wrong: str
+    """Right on some inputs only."""
+    raising: str
+    """Raises on some inputs."""
+    inputs: tuple[Any, ...]
+
+
+PROBLEMS = [
+    Problem(
+        "square",
+        "def square(x):\n    return x * x",
+        "def square(x):\n    return x * abs(x)",
+        "def square(x):\n    if x > 3:\n        raise ValueError(x)\n    return x * x",
+        tuple(range(-4, 6)),
+    ),
+    Problem(
+        "rev",
+        "def rev(s):\n    return s[::-1]",
+        "def rev(s):\n    return s[::-1] if len(s) % 2 else s",
+        "def rev(s):\n    return s[::-1] if s else [][0]",
+        ("", "a", "ab", "abc", "abcd", "hello", "xy", "level", "python", "racecar"),
+    ),
+    Problem(
+        "fib",
+        "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n"
+        "        a, b = b, a + b\n    return a",
+        "def fib(n):\n    return n if n < 4 else fib(n - 1) + fib(n - 2) + 1",
+        "def fib(n):\n    if n > 6:\n        raise RecursionError\n"
+        "    return n if n < 2 else fib(n - 1) + fib(n - 2)",
+        tuple(range(10)),
+    ),
+    Problem(
+        "is_prime",
+        "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))",
+        "def is_prime(n):\n    return n % 2 == 1",
+        "def is_prime(n):\n    return {2: True, 3: True, 4: False, 5: True}[n]",
+        (1, 2, 3, 4, 5, 9, 11, 15, 17, 21),
+    ),
+    Problem(
+        "dedup",
+        "def dedup(xs):\n    return sorted(set(xs))",
+        "def dedup(xs):\n    return sorted(xs)",
+        "def dedup(xs):\n    return sorted(set(xs)) if len(xs) < 4 else xs.nope()",
+        ([], [1], [1, 1], [2, 1], [3, 3, 1], [1, 2, 3, 4], [5, 5, 5, 5], [9, 8, 7, 8], [0], [4, 4]),
+    ),
+    Problem(
+        "count_vowels",
+        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s.lower())",
+        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)",
+        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s) // (len(s) - 3) * 0 + "
+        "sum(c in 'aeiou' for c in s)",
+        ("", "a", "AbE", "xyz", "Queue", "IOU", "rhythm", "Banana", "EeE", "code"),
+    ),
+    Problem(
+        "digits_sum",
+        "def digits_sum(n):\n    return sum(int(d) for d in str(abs(n)))",
+        "def digits_sum(n):\n    return sum(int(d) for d in str(n) if d != '-') % 10",
+        "def digits_sum(n):\n    return sum(int(d) for d in str(n))",
+        (0, 5, 19, 99, -12, 1234, 808, -7, 55555, 10),
+    ),
+    Problem(
+        "pairs",
+        "def pairs(n):\n    return [(i, n - i) for i in range(n + 1)]",
+        "def pairs(n):\n    return [[i, n - i] for i in range(n + 1)]",
+        "def pairs(n):\n    return [(i, n // (i - 2)) for i in range(n + 1)]",
+        tuple(range(10)),
+    ),
+]
+
+
+def _call(code: str, name: str, arg: Any) -> tuple[bool, Any]:
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # our own problem definitions, never a response
+    try:
+        return True, namespace[name](arg)
+    except Exception as exc:
+        return False, exc
+
+
+@dataclass(frozen=True)
+class Response:
+    text: str
+    code: str
+    asserts: tuple[str, ...]
+    expected: float
+
+
+def make_responses(n: int, seed: int = 0, tag: str = "") -> list[Response]:
+    rng = random.Random(seed)
+    out = []
+    for k in range(n):
+        problem = rng.choice(PROBLEMS)
+        asserts = []
+        for arg in problem.inputs:
+            ok, value = _call(problem.correct, problem.name, arg)
+            if not ok:
+                raise RuntimeError(f"{problem.name}({arg!r}) raised in the correct solution")
+            asserts.append(f"assert {problem.name}({arg!r}) == {value!r}")
+        roll = rng.random()
+        if roll < 0.60:
+            code = problem.correct
+        elif roll < 0.85:
+            code = problem.wrong
+        elif roll < 0.95:
+            code = problem.raising
+        else:
+            code = problem.correct.replace("):", ")", 1)  # a syntax error
+        if code == problem.correct.replace("):", ")", 1):
+            expected = 0.0
+        else:
+            passed = 0
+            for arg in problem.inputs:
+                ok, value = _call(code, problem.name, arg)
+                good = _call(problem.correct, problem.name, arg)[1]
+                passed += ok and value == good
+            expected = passed / len(problem.inputs)
+        code = f"# response {tag}{k}\n{code}\n"
+        text = f"Let me write the function.\n\n```python\n{code}```\n"
+        out.append(Response(text, code, tuple(asserts), expected))
+    return out
+
+
+# ----------------------------------------------------------------------------- (a) and (b)
+
+RUNNER = """
+passed = 0
+for _t in TESTS:
+    try:
+        exec(_t, globals())
+        passed += 1
+    except BaseException:
+        pass
+print("PASSED", passed)
+"""
+
+
+def program(r: Response) -> str:
+    return r.code + "\nTESTS = " + repr(list(r.asserts)) + "\n" + RUNNER
+
+
+def _score_stdout(stdout: str, total: int) -> float:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("PASSED "):
+            return int(line.split()[1]) / total
+    return 0.0
+
+
+def run_subprocess(r: Response) -> float:
+    try:
+        done = subprocess.run(
+            ["/usr/bin/python3", "-c", program(r)], capture_output=True, text=True, timeout=5
+        )
+    except subprocess.TimeoutExpired:
+        return 0.0
+    return _score_stdout(done.stdout, len(r.asserts))
+
+
+def run_docker(r: Response) -> float:
+    cmd = ["docker", "run", "--rm", "-i", "--network", "none", IMAGE, "python3", "-"]
+    try:
+        done = subprocess.run(cmd, input=program(r), capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return 0.0
+    return _score_stdout(done.stdout, len(r.asserts))
+
+
+def timed_pool(
+    fn: Callable[[Response], float], items: Sequence[Response], workers: int
+) -> tuple[list[float], list[float], float]:
+    def one(r: Response) -> tuple[float, float]:
+        t = time.perf_counter()
+        score = fn(r)
+        return score, time.perf_counter() - t
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(one, items))
+    elapsed = time.perf_counter() - started
+    return [s for s, _ in results], [t for _, t in results], elapsed
+
+
+# ----------------------------------------------------------------------------- (c)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    def __init__(self, backend: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "PROCTOR_SANDBOX__BACKEND": backend,
+            "PROCTOR_SANDBOX__IMAGE": IMAGE,
+            "PROCTOR_SANDBOX__DOCKER_LABEL": "proctor-bench",
+        }
+        cmd = [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)]
+        self.proc = subprocess.Popen([*cmd, "--log-level", "warning"], env=env)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass  # not listening yet
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"proctor serve ({backend}) did not become ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def _item(r: Response) -> dict[str, Any]:
+    return {
+        "domain": "code",
+        "response": r.text,
+        "reference": {"language": "python", "tests": {"asserts": list(r.asserts)}},
+    }
+
+
+def post(url: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    reply = httpx.post(url + "/v1/score", json={"items": items}, timeout=1800)
+    reply.raise_for_status()
+    results: list[dict[str, Any]] = reply.json()["results"]
+    return results
+
+
+def run_service(
+    backend: str, batch: list[Response], single: list[Response], loops: int
+) -> dict[str, Any]:
+    server = Server(backend)
+    try:
+        post(server.url, [_item(batch[0])])  # warm up
+        started = time.perf_counter()
+        results = post(server.url, [_item(r) for r in batch])
+        batch_s = time.perf_counter() - started
+
+        def one(r: Response) -> tuple[dict[str, Any], float]:
+            t = time.perf_counter()
+            (res,) = post(server.url, [_item(r)])
+            return res, time.perf_counter() - t
+
+        with ThreadPoolExecutor(4) as pool:
+            singles = list(pool.map(one, single))
+
+        loop_results: list[tuple[dict[str, Any], float]] = []
+        if loops:
+            spin = Response(
+                "```python\ndef square(x):\n    while True:\n        pass\n```",
+                "",
+                ("assert square(2) == 4",) * 10,
+                0.0,
+            )
+            texts = [
+                Response(spin.text.replace("pass", f"pass  # {k}"), "", spin.asserts, 0.0)
+                for k in range(loops)
+            ]
+            loop_results = [one(r) for r in texts]  # one at a time: the latency of a timeout
+    finally:
+        server.stop()
+    return {
+        "results": results,
+        "batch_s": batch_s,
+        "single": singles,
+        "loops": loop_results,
+    }
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def wrong(scores: Sequence[float | None], responses: Sequence[Response]) -> int:
+    return sum(
+        s is None or abs(s - r.expected) > 1e-9 for s, r in zip(scores, responses, strict=True)
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--short", action="store_true", help="a small run for CI")
+    parser.add_argument("--backends", default="docker,local")
+    args = parser.parse_args()
+    short = args.short or os.environ.get("PROCTOR_SHORT") == "1"
+    n, n_docker, n_loops = (120, 40, 4) if short else (500, 500, 20)
+    responses = make_responses(n)
+    single = make_responses(min(n, 100), seed=1, tag="s")
+    mix = {
+        "correct": sum(r.expected == 1.0 for r in responses),
+        "zero": sum(r.expected == 0.0 for r in responses),
+    }
+    print(f"responses: {n}, 10 asserts each; {mix}; cores: {CORES}")
+    failures = 0
+
+    scores, lat, elapsed = timed_pool(run_subprocess, responses, CORES)
+    rate_a = n / elapsed
+    failures += wrong(scores, responses)
+    print(
+        f"(a) subprocess.run per response:  {rate_a:8.1f}/s  p50 {pct(lat, 0.5) * 1000:7.1f} ms"
+        f"  p99 {pct(lat, 0.99) * 1000:7.1f} ms  wrong verdicts: {wrong(scores, responses)}"
+    )
+    sub = responses[:n_docker]
+    scores, lat, elapsed = timed_pool(run_docker, sub, CORES)
+    rate_b = len(sub) / elapsed
+    failures += wrong(scores, sub)
+    print(
+        f"(b) docker run --rm per response: {rate_b:8.1f}/s  p50 {pct(lat, 0.5) * 1000:7.1f} ms"
+        f"  p99 {pct(lat, 0.99) * 1000:7.1f} ms  wrong verdicts: {wrong(scores, sub)}"
+        f"  ({len(sub)} responses)"
+    )
+
+    for backend in args.backends.split(","):
+        out = run_service(backend, responses, single, n_loops if backend == "docker" else 0)
+        got = [r["score"] if r["status"] == "ok" else None for r in out["results"]]
+        rate_c = n / out["batch_s"]
+        bad = wrong(got, responses)
+        s_lat = [t for _, t in out["single"]]
+        bad += wrong([r["score"] for r, _ in out["single"]], single)
+        failures += bad
+        print(
+            f"(c) POST /v1/score, {backend:6}:     {rate_c:8.1f}/s  "
+            f"p50 {pct(s_lat, 0.5) * 1000:7.1f} ms  p99 {pct(s_lat, 0.99) * 1000:7.1f} ms"
+            f"  wrong verdicts: {bad}   ratio to (a) {rate_c / rate_a:5.2f}x,"
+            f" to (b) {rate_c / rate_b:6.1f}x"
+        )
+        if out["loops"]:
+            budget = 5.0
+            late = [t for _, t in out["loops"] if t > budget + 1.0]
+            not_timeout = [
+                r for r, _ in out["loops"] if r["details"].get("reason") != "budget_exceeded"
+            ]
+            failures += len(late) + len(not_timeout)
+            times = [t for _, t in out["loops"]]
+            print(
+                f"    {len(times)} infinite loops: max {max(times):.2f} s, median "
+                f"{statistics.median(times):.2f} s; later than budget + 1 s: {len(late)}; "
+                f"not budget_exceeded: {len(not_timeout)}"
+            )
+    print("every verdict correct" if not failures else f"FAILURES: {failures}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -266,6 +266,13 @@ def _python_main(
     sys.path[:] = path
     sys.argv = [script if script is not None else "-c", *args]
     sys.dont_write_bytecode = True
+    # The program starts this many frames deep: give them back to its recursion limit.
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    sys.setrecursionlimit(sys.getrecursionlimit() + depth + 1)  # + the exec() call itself
     unbuffered = "u" in flags
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
@@ -277,7 +284,8 @@ def _python_main(
         stream = io.TextIOWrapper(
             binary,
             encoding="utf-8",
-            errors="backslashreplace" if fd == 2 else "strict",
+            # As `python3` under LC_ALL=C.UTF-8 (the programs' locale).
+            errors="backslashreplace" if fd == 2 else "surrogateescape",
             line_buffering=fd == 2,
             write_through=unbuffered and fd != 0,
         )
@@ -288,7 +296,7 @@ def _python_main(
     if script is not None:
         main.__file__ = os.path.abspath(script)
     sys.modules["__main__"] = main
-    filename = script if script is not None else "<string>"
+    filename = os.path.abspath(script) if script is not None else "<string>"
     if script is not None:
         try:
             with open(script, "rb") as f:

@@ -1,0 +1,208 @@
+"""Behaviour of the sandbox backends other than hostile programs (those are in
+test_sandbox_adversarial.py): request/result contract, builds, budgets, concurrency, and the
+forked-Python fast path giving what a fresh `python3` gives."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from sandboxes import (
+    Execution,
+    ExecutionResult,
+    Limits,
+    RunRequest,
+    SandboxBackend,
+    SandboxError,
+    SandboxSettings,
+    SandboxUnavailable,
+    open_backend,
+)
+from tests.sandbox_fixtures import open_or_skip, sandbox_settings
+
+FAST = Limits(cpu_budget_s=2.0, wall_cap_s=10.0)
+
+
+def run_py(backend: SandboxBackend, code: str, *argv: str, stdin: bytes = b"") -> ExecutionResult:
+    req = RunRequest(
+        files={"main.py": textwrap.dedent(code).encode()},
+        executions=[Execution(("python3", *argv, "main.py"), stdin)],
+        limits=FAST,
+    )
+    return backend.run(req).executions[0]
+
+
+def test_public_surface() -> None:
+    import sandboxes
+
+    assert sorted(sandboxes.__all__) == sorted(
+        name for name in dir(sandboxes) if not name.startswith("_") and name in sandboxes.__all__
+    )
+    for name in sandboxes.__all__:
+        assert hasattr(sandboxes, name), name
+
+
+def test_stdin_stdout_and_exit_codes(backend: SandboxBackend) -> None:
+    res = run_py(backend, "import sys\nprint(sys.stdin.read()[::-1])\nsys.exit(3)", stdin=b"abc")
+    assert (res.status, res.exit_code, res.stdout) == ("runtime_error", 3, b"cba\n")
+    assert res.cpu_s > 0 and res.wall_s > 0
+
+
+def test_files_in_subdirectories(backend: SandboxBackend) -> None:
+    req = RunRequest(
+        files={"main.py": b"print(open('data/in.txt').read())", "data/in.txt": b"payload"},
+        executions=[Execution(("python3", "main.py"))],
+    )
+    assert backend.run(req).executions[0].stdout == b"payload\n"
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../escape", "a/../../b", ""])
+def test_file_names_escaping_the_work_directory_are_refused(
+    backend: SandboxBackend, name: str
+) -> None:
+    req = RunRequest(files={name: b"x"}, executions=[Execution(("true",))])
+    with pytest.raises((ValueError, SandboxError)):
+        backend.run(req)
+
+
+def test_cpp_build_then_run(backend: SandboxBackend) -> None:
+    source = b'#include <cstdio>\nint main(){int a,b;scanf("%d %d",&a,&b);printf("%d\\n",a+b);}'
+    req = RunRequest(
+        files={"main.cpp": source},
+        build=Execution(("g++", "-O2", "-o", "main", "main.cpp")),
+        executions=[Execution(("./main",), b"2 3"), Execution(("./main",), b"10 -4")],
+    )
+    result = backend.run(req)
+    assert result.build is not None and result.build.status == "ok"
+    assert [e.stdout for e in result.executions] == [b"5\n", b"6\n"]
+
+
+def test_failed_build_skips_every_execution(backend: SandboxBackend) -> None:
+    req = RunRequest(
+        files={"main.cpp": b"int main( {"},
+        build=Execution(("g++", "-o", "main", "main.cpp")),
+        executions=[Execution(("./main",))] * 3,
+    )
+    result = backend.run(req)
+    assert result.build is not None and result.build.status == "runtime_error"
+    assert b"error" in result.build.stderr
+    assert [e.status for e in result.executions] == ["skipped"] * 3
+
+
+def test_no_executions(backend: SandboxBackend) -> None:
+    assert backend.run(RunRequest(files={}, executions=[])).executions == ()
+
+
+def test_concurrent_runs_are_independent(backend: SandboxBackend) -> None:
+    def one(i: int) -> bytes:
+        res = run_py(backend, f"import time\ntime.sleep(0.01)\nprint({i} * {i})")
+        assert res.status == "ok", res
+        return res.stdout
+
+    with ThreadPoolExecutor(32) as pool:
+        outputs = list(pool.map(one, range(200)))
+    assert outputs == [f"{i * i}\n".encode() for i in range(200)]
+
+
+def test_numpy_is_available(backend: SandboxBackend) -> None:
+    res = run_py(backend, "import numpy as np\nprint(int(np.arange(10).sum()))", "-I")
+    assert (res.status, res.stdout) == ("ok", b"45\n"), res.stderr[-500:]
+
+
+# ---------------------------------------------------------------------------------------------
+# The forked-Python fast path behaves like a fresh interpreter
+
+
+PARITY_PROGRAMS = {
+    "argv_path_name": "import sys\nprint(sys.argv, sys.path[0], __name__, __file__)",
+    "exception": "def f():\n    raise ValueError('bad')\nf()",
+    "syntax_error": "def f(:\n    pass",
+    "exit_message": "import sys\nsys.exit('giving up')",
+    "exit_none": "import sys\nprint('x', end='')\nsys.exit()",
+    "hash_order": "print(list({'apple', 'banana', 'cherry', 'date', 'elderberry'}))",
+    "input_lines": "n = int(input())\nprint(sum(int(input()) for _ in range(n)))",
+    "atexit_and_thread": (
+        "import atexit, threading, time\n"
+        "atexit.register(lambda: print('atexit'))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.05), print('thread'))).start()\n"
+        "print('main')"
+    ),
+    "unicode": "print('héllo ✓ 世界')",
+    "os_exit_loses_buffer": "import os\nprint('lost')\nos._exit(5)",
+    "recursion_error": "import sys\ndef f(n):\n    return f(n + 1)\nf(0)",
+    "environ": "import os\nprint(sorted(os.environ))",
+    "stderr_text": "import sys\nprint('to stderr', file=sys.stderr)\nprint('to stdout')",
+    "surrogate_output": "print('\\udc80')",
+}
+
+
+@pytest.fixture(scope="module")
+def exec_backend() -> Iterator[SandboxBackend]:
+    backend = open_or_skip(sandbox_settings("local", pool_size=1, fork_python=False))
+    yield backend
+    backend.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "flags"),
+    [(name, ()) for name in sorted(PARITY_PROGRAMS)]
+    # `python3 -I` ignores PYTHONHASHSEED, so a fresh one orders sets at random: only the forked
+    # path is deterministic there.
+    + [(name, ("-I",)) for name in sorted(PARITY_PROGRAMS) if name != "hash_order"],
+)
+def test_forked_python_matches_a_fresh_interpreter(
+    local_backend: SandboxBackend, exec_backend: SandboxBackend, name: str, flags: tuple[str, ...]
+) -> None:
+    code = PARITY_PROGRAMS[name]
+    stdin = b"3\n1\n2\n3\n"
+    forked = run_py(local_backend, code, *flags, stdin=stdin)
+    fresh = run_py(exec_backend, code, *flags, stdin=stdin)
+    assert (forked.status, forked.exit_code, forked.stdout, forked.stderr) == (
+        fresh.status,
+        fresh.exit_code,
+        fresh.stdout,
+        fresh.stderr,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening backends
+
+
+def test_local_backend_without_bubblewrap_is_unavailable() -> None:
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        open_backend(SandboxSettings(backend="local", pool_size=1, bwrap="/no/such/bwrap"))
+
+
+def test_unsafe_backend_must_be_chosen_and_warns(caplog: pytest.LogCaptureFixture) -> None:
+    assert SandboxSettings().backend == "local"
+    backend = open_backend(SandboxSettings(backend="unsafe", pool_size=1))
+    try:
+        assert "WITHOUT namespaces" in caplog.text
+        res = run_py(backend, "print(6 * 7)")
+        assert (res.status, res.stdout) == ("ok", b"42\n")
+        assert run_py(backend, "while True: pass").status == "timeout"
+    finally:
+        backend.close()
+    assert not backend.ready()
+
+
+def test_closed_backend_refuses_runs() -> None:
+    backend = open_or_skip(sandbox_settings("local", pool_size=1))
+    backend.close()
+    assert not backend.ready()
+    with pytest.raises(SandboxUnavailable):
+        run_py(backend, "print(1)")
+
+
+def test_recycling_replaces_supervisors() -> None:
+    backend = open_or_skip(sandbox_settings("local", pool_size=1, recycle_after=2))
+    try:
+        pids = [run_py(backend, "import os\nprint(os.getppid())").stdout for _ in range(6)]
+        assert all(run_py(backend, "print(1)").status == "ok" for _ in range(3))
+    finally:
+        backend.close()
+    assert len(pids) == 6  # each run answered although its supervisor was replaced every 2 runs

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -62,7 +63,7 @@ from sandboxes.api import (
     SandboxBackend,
     SandboxUnavailable,
 )
-from sandboxes.runners import PY_HARNESS, runner_source
+from sandboxes.runners import CPP_HARNESS, PY_HARNESS, runner_source
 
 __all__ = ["SCORER", "CodeConfig", "CodeReference", "clear_cache", "score_code"]
 
@@ -198,6 +199,27 @@ def _stdio_request(
         files={"main.cpp": code},
         build=Execution(("g++", *config.cpp_flags, "-o", "main", "main.cpp")),
         executions=[Execution(("./main",), stdin) for stdin in stdins],
+        limits=_limits(config),
+    )
+
+
+_SOLUTION_CLASS = re.compile(rb"\b(class|struct)\s+Solution\b")
+
+
+def _cpp_fn_request(code: bytes, tests: FnTests, config: CodeConfig) -> RunRequest:
+    """The solution compiled with the C++ harness; one execution per case, arguments on stdin."""
+    target = f"&Solution::{tests.fn_name}" if _SOLUTION_CLASS.search(code) else f"&{tests.fn_name}"
+    main = (
+        f'#include "{CPP_HARNESS}"\n#line 1 "main.cpp"\n'.encode()
+        + code
+        + f"\nsigned main() {{ return proctor::run({target}); }}\n".encode()
+    )
+    return RunRequest(
+        files={"main.cpp": main, CPP_HARNESS: runner_source(CPP_HARNESS)},
+        build=Execution(("g++", *config.cpp_flags, "-o", "main", "main.cpp")),
+        executions=[
+            Execution(("./main",), json.dumps(case.args).encode()) for case in tests.cases
+        ],
         limits=_limits(config),
     )
 
@@ -378,6 +400,27 @@ def _judge_values(
         return _TestResult("runtime_error", error=short(f"{type(exc).__name__}: {exc}", limit))
 
 
+def _judge_cpp_fn(run: RunResult, tests: FnTests, config: CodeConfig) -> list[_TestResult]:
+    results = []
+    for i, ex in enumerate(run.executions):
+        if ex.status != "ok":
+            status = _FAILED_RUN[ex.status]
+            error = _run_error(ex, config.diff_chars) if status == "runtime_error" else None
+            result = _TestResult(status, error=error)
+        else:
+            out = _read_harness(ex.stdout)
+            msg = out.values.get(0)
+            if msg is None or out.tampered:
+                result = _TestResult("runtime_error", error="no single result")
+            elif not isinstance(msg.get("values"), list):
+                result = _TestResult("runtime_error", error="malformed result")
+            else:
+                result = _judge_values(i, msg["values"], tests, (), config)
+        result.time = ex.cpu_s
+        results.append(result)
+    return results
+
+
 def _judge_harness(
     run: RunResult, tests: FnTests | AssertTests, plans: Sequence[AssertPlan], config: CodeConfig
 ) -> list[_TestResult]:
@@ -441,6 +484,8 @@ def _run_and_judge(
     plans: list[AssertPlan] = []
     if isinstance(tests, StdioTests):
         request = _stdio_request(source, language, tests, config)
+    elif isinstance(tests, FnTests) and language == "cpp":
+        request = _cpp_fn_request(source, tests, config)
     elif isinstance(tests, FnTests):
         job = {"mode": "call", "fn_name": tests.fn_name, "tests": [c.args for c in tests.cases]}
         request = _harness_request(source, job, config)
@@ -464,6 +509,8 @@ def _run_and_judge(
         )
     if isinstance(tests, StdioTests):
         results = _judge_stdio(run, tests, config)
+    elif isinstance(tests, FnTests) and language == "cpp":
+        results = _judge_cpp_fn(run, tests, config)
     else:
         results = _judge_harness(run, tests, plans, config)
 
@@ -521,10 +568,9 @@ def score_code(
         raise InvalidReference(
             f"{n_tests} tests, more than the spec's max_tests={config.max_tests}", "too_many_tests"
         )
-    if reference.language == "cpp" and not isinstance(reference.tests, StdioTests):
+    if reference.language == "cpp" and isinstance(reference.tests, AssertTests):
         raise InvalidReference(
-            "C++ items support stdio tests only (fn_name and asserts are Python only)",
-            "unsupported_tests",
+            "asserts tests are Python only (use stdio or fn_name for C++)", "unsupported_tests"
         )
 
     code, source = extract_code(response, reference.language)

@@ -840,7 +840,153 @@ CPP_STDIO = [
     ),
 ]
 
-CASES = PY_STDIO + PY_FN + PY_ASSERTS + CPP_STDIO
+TWO_SUM = {
+    "fn_name": "twoSum",
+    "cases": [
+        {"args": [[2, 7, 11, 15], 9], "expected": [0, 1]},
+        {"args": [[3, 2, 4], 6], "expected": [1, 2]},
+        {"args": [[3, 3], 6], "expected": [0, 1]},
+    ],
+}
+CPP_TWO_SUM = """
+#include <vector>
+using namespace std;
+class Solution {
+public:
+    vector<int> twoSum(vector<int>& nums, int target) {
+        for (int i = 0; i < (int)nums.size(); i++)
+            for (int j = i + 1; j < (int)nums.size(); j++)
+                if (nums[i] + nums[j] == target) return {i, j};
+        return {};
+    }
+};
+"""
+
+CPP_FN = [
+    # A LeetCode-style method taking a vector by reference.
+    Case("cpp-fn-solution-class", "cpp", TWO_SUM, cpp(CPP_TWO_SUM), 1.0, ("passed",) * 3),
+    # A free function, under `#define int long long`.
+    Case(
+        "cpp-fn-free-function",
+        "cpp",
+        {
+            "fn_name": "half",
+            "cases": [{"args": [3], "expected": 1.5}, {"args": [4], "expected": 2}],
+        },
+        cpp(
+            "#include <bits/stdc++.h>\n#define int long long\nusing namespace std;\n"
+            "double half(int x) { return x / 2.0; }"
+        ),
+        1.0,
+    ),
+    # Strings and chars, with quotes.
+    Case(
+        "cpp-fn-strings",
+        "cpp",
+        {
+            "fn_name": "greet",
+            "cases": [
+                {"args": ["bob", "!"], "expected": "hi bob!"},
+                {"args": ['a"b', "?"], "expected": 'hi a"b?'},
+            ],
+        },
+        cpp(
+            "#include <string>\n"
+            'std::string greet(const std::string& s, char c) { return "hi " + s + c; }'
+        ),
+        1.0,
+    ),
+    # A map return; an exception and a segfault each cost their own case.
+    Case(
+        "cpp-fn-map-exception-segfault",
+        "cpp",
+        {
+            "fn_name": "f",
+            "cases": [
+                {"args": [1], "expected": {"a": 1, "b": 2}},
+                {"args": [-1], "expected": {}},
+                {"args": [0], "expected": {}},
+            ],
+        },
+        cpp(
+            "#include <map>\n#include <string>\n#include <stdexcept>\n"
+            "std::map<std::string, int> f(int n) {\n"
+            '    if (n < 0) throw std::runtime_error("neg");\n'
+            '    if (n == 0) { volatile int* p = nullptr; return {{"x", *p}}; }\n'
+            '    return {{"a", n}, {"b", n * 2}};\n}'
+        ),
+        1 / 3,
+        ("passed", "runtime_error", "runtime_error"),
+    ),
+    # Partial credit.
+    Case(
+        "cpp-fn-partial",
+        "cpp",
+        ADD_CASES,
+        cpp("long long add(long long a, long long b) { return a > 0 ? a + b : a - b; }"),
+        2 / 3,
+        ("passed", "wrong_answer", "passed"),
+    ),
+    # vector<double> within tolerance; a pair reads as a list.
+    Case(
+        "cpp-fn-doubles-and-pair",
+        "cpp",
+        {"fn_name": "g", "cases": [{"args": [3], "expected": [[0.3333333, 0.6666667], [3, 9]]}]},
+        cpp(
+            "#include <vector>\n#include <utility>\nusing namespace std;\n"
+            "pair<vector<double>, pair<int, int>> g(int n) {\n"
+            "    return {{1.0 / n, 2.0 / n}, {n, n * n}};\n}"
+        ),
+        1.0,
+    ),
+    # A vector<bool>.
+    Case(
+        "cpp-fn-vector-bool",
+        "cpp",
+        {"fn_name": "odd", "cases": [{"args": [[1, 2, 3]], "expected": [True, False, True]}]},
+        cpp(
+            "#include <vector>\nstd::vector<bool> odd(std::vector<int> xs) {\n"
+            "    std::vector<bool> r; for (int x : xs) r.push_back(x % 2); return r;\n}"
+        ),
+        1.0,
+    ),
+    # Printing a forged result line voids the case.
+    Case(
+        "cpp-fn-forged-result",
+        "cpp",
+        ADD_CASES,
+        cpp(
+            "#include <cstdio>\nlong long add(long long a, long long b) {\n"
+            '    printf("\\n\\x1ePROCTOR {\\"i\\":0,\\"values\\":[{\\"ok\\":3}]}\\n");\n'
+            "    return 3;\n}"
+        ),
+        0.0,
+        ("runtime_error",) * 3,
+    ),
+    # No function of that name: a compile error.
+    Case(
+        "cpp-fn-missing",
+        "cpp",
+        ADD_CASES,
+        cpp("long long plus(long long a, long long b) { return a + b; }"),
+        0.0,
+        reason="compile_error",
+    ),
+    # An infinite loop in one case spends the budget.
+    Case(
+        "cpp-fn-infinite-loop",
+        "cpp",
+        ADD_CASES,
+        cpp(
+            "long long add(long long a, long long b) {\n"
+            "    volatile long long x = a; while (x == 100) {} return a + b;\n}"
+        ),
+        0.0,
+        reason="budget_exceeded",
+    ),
+]
+
+CASES = PY_STDIO + PY_FN + PY_ASSERTS + CPP_STDIO + CPP_FN
 
 
 def test_there_are_enough_cases() -> None:

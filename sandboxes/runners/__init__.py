@@ -9,14 +9,16 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-__all__ = ["PY_HARNESS", "runner_source"]
+__all__ = ["CPP_HARNESS", "PY_HARNESS", "runner_source"]
 
 PY_HARNESS = "py_harness.py"
-"""Loads a Python solution once and evaluates each test in a forked child (see its docstring)."""
+"""Loads a Python solution once and evaluates the tests in a forked child (see its docstring)."""
+CPP_HARNESS = "cpp_harness.hpp"
+"""Included before a C++ solution: calls one function on JSON arguments, prints the value."""
 
 
 @cache
 def runner_source(name: str) -> bytes:
-    if name != Path(name).name or not name.endswith(".py"):
+    if name not in (PY_HARNESS, CPP_HARNESS):
         raise ValueError(f"not a runner name: {name!r}")
     return (Path(__file__).parent / name).read_bytes()

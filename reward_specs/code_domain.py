@@ -217,9 +217,7 @@ def _cpp_fn_request(code: bytes, tests: FnTests, config: CodeConfig) -> RunReque
     return RunRequest(
         files={"main.cpp": main, CPP_HARNESS: runner_source(CPP_HARNESS)},
         build=Execution(("g++", *config.cpp_flags, "-o", "main", "main.cpp")),
-        executions=[
-            Execution(("./main",), json.dumps(case.args).encode()) for case in tests.cases
-        ],
+        executions=[Execution(("./main",), json.dumps(case.args).encode()) for case in tests.cases],
         limits=_limits(config),
     )
 

@@ -65,9 +65,11 @@ def remove_containers(client: Any, label: str, *, owner: str | None = None) -> i
     else those whose owner on this host is gone (or that are no longer running)."""
     removed = 0
     filters = {"label": [f"{LABEL}={label}"] + ([f"{OWNER_LABEL}={owner}"] if owner else [])}
-    for container in client.containers.list(all=True, filters=filters):
-        owner_of = container.labels.get(OWNER_LABEL, "")
-        if owner is None and container.status == "running" and _owner_alive(owner_of):
+    # sparse: no inspect per container, which would race with containers being removed
+    for container in client.containers.list(all=True, filters=filters, sparse=True):
+        owner_of = (container.attrs.get("Labels") or {}).get(OWNER_LABEL, "")
+        running = container.attrs.get("State") == "running"
+        if owner is None and running and _owner_alive(owner_of):
             continue
         try:
             container.remove(force=True)

@@ -12,13 +12,15 @@ Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinne
   backstop `wall_cap_s`) scores 0 whatever passed before. Otherwise score = passed / total and
   success = all passed; `details.tests` has one entry per test with its status (passed,
   wrong_answer, runtime_error, timeout, memory, output_limit), CPU time and a short diff.
-- Test formats. `stdio`: one sandboxed execution per test, stdout compared as in
-  `reward_specs.code.stdio`. `fn_name` + `cases` and `asserts` (Python): one execution of the
+- Test formats. `stdio` (Python, C++): one sandboxed execution per test, stdout compared as in
+  `reward_specs.code.stdio`. `fn_name` + `cases` and `asserts` in Python: one execution of the
   trusted harness `sandboxes/runners/py_harness.py`, which loads the solution once, then runs
   the tests in order in a forked child, as a test file would; a test that crashes its process
-  fails alone and a fresh child carries on with the next one. Only values leave the sandbox and
-  the verdict is computed here, so expected values never enter it (`reward_specs.code.asserts`,
-  `reward_specs.code.values`).
+  fails alone and a fresh child carries on with the next one. `fn_name` in C++: the solution is
+  compiled with `sandboxes/runners/cpp_harness.hpp` (a free function, or a method of a class
+  `Solution` when the code defines one) and each case is one execution. In every case only
+  values leave the sandbox and the verdict is computed here, so expected values never enter it
+  (`reward_specs.code.asserts`, `reward_specs.code.values`). `asserts` are Python only.
 - A failure of the sandbox machinery (`SandboxError`) propagates: the engine reports
   `infra_error`, never a wrong answer. So does a missing sandbox (`ctx.sandbox is None`).
 - Identical (code, tests, config, backend) are run once: a bounded LRU with de-duplication of
@@ -61,6 +63,7 @@ from sandboxes.api import (
     RunRequest,
     RunResult,
     SandboxBackend,
+    SandboxError,
     SandboxUnavailable,
 )
 from sandboxes.runners import CPP_HARNESS, PY_HARNESS, runner_source
@@ -470,6 +473,10 @@ def _syntax_error(code: str) -> dict[str, Any] | None:
     return None
 
 
+_COULD_NOT_START = b"sandbox: could not start the program"
+"""What the supervisor appends when exec itself failed (g++ missing from the image, say)."""
+
+
 def _zero(reason: str, **details: Any) -> Judgement:
     return Judgement(score=0.0, success=False, parsed=True, details={"reason": reason, **details})
 
@@ -494,6 +501,12 @@ def _run_and_judge(
 
     run = sandbox.run(request)
 
+    if (
+        run.build is not None
+        and run.build.exit_code == 127
+        and _COULD_NOT_START in run.build.stderr
+    ):
+        raise SandboxError(f"the sandbox has no working compiler: {_tail(run.build.stderr, 300)}")
     if run.build is not None and run.build.status != "ok":
         return _zero(
             "compile_error",

@@ -3,6 +3,7 @@ the missing-sandbox and sandbox-failure paths, the cache, and concurrent callers
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -124,6 +125,22 @@ def test_sandbox_failure_is_an_infra_error_not_a_zero(local_backend: SandboxBack
     again = score(GOOD, SQUARE, broken)
     assert again.status == "infra_error"
     assert broken.runs == 2
+
+
+class NoCompiler(Counting):
+    """A real backend whose image would lack g++: the build step names a missing program."""
+
+    def run(self, request: RunRequest) -> RunResult:
+        assert request.build is not None
+        build = Execution(("g++-not-installed", *request.build.argv[1:]))
+        return self.inner.run(dataclasses.replace(request, build=build))
+
+
+def test_a_missing_compiler_is_an_infra_error_not_a_zero(local_backend: SandboxBackend) -> None:
+    reference = {"language": "cpp", "tests": {"stdio": [{"input": "", "output": "1"}]}}
+    outcome = score("```cpp\nint main(){}\n```", reference, NoCompiler(local_backend))
+    assert outcome.status == "infra_error", outcome
+    assert "compiler" in outcome.error["message"]
 
 
 def test_identical_responses_run_once(local_backend: SandboxBackend) -> None:

@@ -200,9 +200,7 @@ class Supervisor:
             elif kind == "done":
                 if len(results) != len(request.executions):
                     raise SandboxError("supervisor finished with results missing")
-                recycle = bool(frame.get("leftover")) or any(
-                    r.status == "memory" and r.signal == 9 for r in results
-                )
+                recycle = bool(frame.get("recycle"))
                 return RunResult(executions=tuple(results), build=build), recycle
             elif kind == "error":
                 raise SandboxError(f"sandbox supervisor failed: {frame.get('message')}")
@@ -302,6 +300,8 @@ class SupervisorPool:
                 try:
                     sup = self._new_supervisor()
                 except (SandboxError, OSError) as exc:
+                    if self._closed:
+                        return
                     log.warning(
                         "sandbox %s: start failed (attempt %d): %s", self.name, attempt, exc
                     )
@@ -357,8 +357,9 @@ class SupervisorPool:
         return result
 
     def ready(self) -> bool:
+        """Open, with a supervisor alive or being started (a replacement counts)."""
         with self._lock:
-            return not self._closed and bool(self._live)
+            return not self._closed and (bool(self._live) or self._pending > 0)
 
     def close(self) -> None:
         with self._lock:

@@ -17,9 +17,10 @@ directory and the private /tmp, /var/tmp and /dev/shm are emptied.
 
 Frames: 4-byte big-endian length + UTF-8 JSON. Backend -> supervisor: a request object (see
 `_run_request`). Supervisor -> backend: {"kind": "ready"} once, then per request one
-{"kind": "result", "index": i, "result": {...}} per step as it finishes (index -1 is the build) and
-{"kind": "done", "leftover": bool}, or {"kind": "error", "message": str} when the supervisor itself
-failed (the backend then discards this sandbox).
+{"kind": "result", "index": i, "result": {...}} per step (index -1 is the build) and
+{"kind": "done", "recycle": bool, ...}, all flushed together at the end; or
+{"kind": "error", "message": str} when the supervisor itself failed (the backend then discards
+this sandbox).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 _READ_CHUNK = 65536
 _POLL_S = 0.02
 _MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory")
@@ -130,9 +132,11 @@ def _descendants(root: int) -> list[int]:
     return seen
 
 
-def _live_cpu_s(pids: list[int]) -> float:
-    """utime + stime (+ that of their already reaped children) of live processes, in seconds."""
+def _live_usage(pids: list[int]) -> tuple[float, int]:
+    """CPU seconds (utime + stime, plus that of their reaped children) and resident bytes, summed
+    over live processes."""
     ticks = 0
+    pages = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
@@ -140,9 +144,10 @@ def _live_cpu_s(pids: list[int]) -> float:
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2 :].split()
-        # fields[0] is field 3 (state): utime=14, stime=15, cutime=16, cstime=17
+        # fields[0] is field 3 (state): utime=14, stime=15, cutime=16, cstime=17, rss=24
         ticks += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
-    return ticks / _CLK_TCK
+        pages += int(fields[21])
+    return ticks / _CLK_TCK, pages * _PAGE
 
 
 def _rusage_cpu(ru: resource.struct_rusage) -> float:
@@ -418,6 +423,7 @@ def _run_step(
 ) -> tuple[dict[str, Any], float, int]:
     """Run one program; returns (result dict, CPU seconds used, leftover processes killed)."""
     out_cap = int(limits["output_bytes"])
+    mem_cap = int(limits["memory_bytes"])
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -487,9 +493,12 @@ def _run_step(
             if killed_for is None and now >= next_cpu_check:
                 next_cpu_check = now + _POLL_S
                 cpu += reaper.reap_ready(statuses)
-                used = cpu + _live_cpu_s(_descendants(reaper.me))
-                if used >= cpu_s:
+                live_cpu, resident = _live_usage(_descendants(reaper.me))
+                if cpu + live_cpu >= cpu_s:
                     killed_for = "timeout"
+                elif resident > mem_cap:
+                    # RLIMIT_AS bounds each process; this bounds them together (no cgroup needed).
+                    killed_for = "memory"
             if killed_for is None and now >= deadline:
                 killed_for = "timeout"
         if killed_for is None:
@@ -543,6 +552,7 @@ def _run_step(
     stderr = bytes(outputs[err_r])
     exit_code = None
     sig = None
+    oom_killed = False
     if main_status is not None:
         if os.WIFEXITED(main_status):
             exit_code = os.WEXITSTATUS(main_status)
@@ -561,6 +571,7 @@ def _run_step(
     elif sig == signal.SIGKILL:
         # Not killed by us: the kernel's OOM killer (container memory cap) is the usual cause.
         status = "memory"
+        oom_killed = True
     elif any(marker in stderr for marker in _MEMORY_MARKERS):
         status = "memory"
     else:
@@ -573,6 +584,7 @@ def _run_step(
         "stderr": base64.b64encode(stderr).decode("ascii"),
         "cpu_s": round(cpu, 6),
         "wall_s": round(wall, 6),
+        "oom_killed": oom_killed,
     }
     return result, cpu, len(killed)
 
@@ -638,6 +650,7 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
         "MKL_NUM_THREADS": "1",
     }
     leftover = 0
+    oom = False
     try:
         build = req.get("build")
         build_ok = True
@@ -655,6 +668,7 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
                 cfg,
             )
             leftover += left
+            oom = oom or bool(result.get("oom_killed"))
             build_ok = result["status"] == "ok"
             _write_frame(out, {"kind": "result", "index": -1, "result": result}, flush=False)
         cpu_left = float(limits["cpu_budget_s"])
@@ -676,13 +690,18 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
                     cfg,
                 )
                 leftover += left
+                oom = oom or bool(result.get("oom_killed"))
                 cpu_left -= used
             _write_frame(out, {"kind": "result", "index": i, "result": result}, flush=False)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         for path in [cfg["work_root"], *cfg.get("wipe", ())]:
             _empty_dir(path)
-    _write_frame(out, {"kind": "done", "leftover": leftover > 0, "leftover_processes": leftover})
+    # A process outlived its step, or the kernel killed one: start the next run in a new sandbox.
+    _write_frame(
+        out,
+        {"kind": "done", "leftover_processes": leftover, "recycle": leftover > 0 or oom},
+    )
 
 
 def main(config_json: str) -> None:

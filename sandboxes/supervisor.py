@@ -96,7 +96,31 @@ def _read_frame(stream: BinaryIO) -> Any:
     return json.loads(body.decode("utf-8"))
 
 
-def _write_frame(out: BinaryIO, obj: Any, flush: bool = True) -> None:
+class _Outbox:
+    """Frames for the backend, written to fd 1 with os.write when flushed.
+
+    Not a buffered file object on purpose: a forked child inherits whatever is buffered, and a
+    buffered writer could flush it into the program's stdout (which is fd 1 in the child)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buf = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.buf += data
+
+    def flush(self) -> None:
+        data = bytes(self.buf)
+        self.buf.clear()
+        while data:
+            data = data[os.write(self.fd, data) :]
+
+
+_KEEP: list[Any] = []
+"""The interpreter's own stdout object, kept alive so that it is never finalized (and flushed)."""
+
+
+def _write_frame(out: _Outbox, obj: Any, flush: bool = True) -> None:
     body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
     out.write(struct.pack(">I", len(body)) + body)
     if flush:
@@ -634,7 +658,7 @@ def _prepare_workdir(cfg: dict[str, Any], files: dict[str, str]) -> str:
     return workdir
 
 
-def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out: BinaryIO) -> None:
+def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out: _Outbox) -> None:
     limits = req["limits"]
     workdir = _prepare_workdir(cfg, req["files"])
     env = {
@@ -711,7 +735,9 @@ def main(config_json: str) -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     os.makedirs(cfg["work_root"], exist_ok=True)
     stdin = sys.stdin.buffer
-    out = sys.stdout.buffer
+    sys.stdout.flush()
+    _KEEP.append(sys.stdout)
+    out = _Outbox(1)
     sys.stdout = sys.stderr  # nothing but frames may reach the backend's stream
     _STDLIB_PATH[:] = sys.path
     import site

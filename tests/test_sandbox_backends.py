@@ -51,6 +51,17 @@ def test_stdin_stdout_and_exit_codes(backend: SandboxBackend) -> None:
     assert res.cpu_s > 0 and res.wall_s > 0
 
 
+def test_each_execution_gets_exactly_its_own_output(backend: SandboxBackend) -> None:
+    # Regression: frames buffered by the supervisor leaked into a later forked program's stdout.
+    req = RunRequest(
+        files={"main.py": b"import sys\nprint(sys.stdin.read().strip() * 2)"},
+        executions=[Execution(("python3", "-I", "main.py"), str(i).encode()) for i in range(5)],
+    )
+    result = backend.run(req)
+    assert [e.stdout for e in result.executions] == [f"{i}{i}\n".encode() for i in range(5)]
+    assert all(e.stderr == b"" for e in result.executions)
+
+
 def test_files_in_subdirectories(backend: SandboxBackend) -> None:
     req = RunRequest(
         files={"main.py": b"print(open('data/in.txt').read())", "data/in.txt": b"payload"},

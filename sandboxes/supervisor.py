@@ -278,7 +278,9 @@ def _exit_status(exc: SystemExit) -> int:
 
 
 def _python_main(
-    invocation: tuple[frozenset[str], str | None, str | None, list[str]], env: dict[str, str]
+    program: str,
+    invocation: tuple[frozenset[str], str | None, str | None, list[str]],
+    env: dict[str, str],
 ) -> NoReturn:
     """Become `python3 [flags] script args` (or `-c code`) in this forked child, then exit."""
     flags, script, code, args = invocation
@@ -333,7 +335,7 @@ def _python_main(
         except OSError as exc:
             os.write(
                 2,
-                f"{sys.argv[0]}: can't open file {main.__file__!r}: [Errno {exc.errno}] "
+                f"{program}: can't open file {main.__file__!r}: [Errno {exc.errno}] "
                 f"{exc.strerror}\n".encode(),
             )
             os._exit(2)
@@ -424,7 +426,7 @@ def _child(
         os.chdir(workdir)
         invocation = _python_invocation(argv, env) if cfg.get("fork_python", True) else None
         if invocation is not None:
-            _python_main(invocation, env)
+            _python_main(argv[0], invocation, env)
         os.execvpe(argv[0], argv, env)
     except BaseException as exc:  # noqa: BLE001 - reported to the supervisor, then exit 127
         try:

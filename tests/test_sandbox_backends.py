@@ -150,6 +150,23 @@ PARITY_PROGRAMS = {
 }
 
 
+def test_forked_python_missing_script_matches_a_fresh_interpreter(
+    local_backend: SandboxBackend, exec_backend: SandboxBackend
+) -> None:
+    req = RunRequest(files={}, executions=[Execution(("python3", "-I", "absent.py"))])
+    forked = local_backend.run(req).executions[0]
+    fresh = exec_backend.run(req).executions[0]
+    assert (
+        (forked.exit_code, forked.stderr)
+        == (fresh.exit_code, fresh.stderr)
+        == (
+            2,
+            b"python3: can't open file '/sandbox/work/absent.py': "
+            b"[Errno 2] No such file or directory\n",
+        )
+    )
+
+
 @pytest.fixture(scope="module")
 def exec_backend() -> Iterator[SandboxBackend]:
     backend = open_or_skip(sandbox_settings("local", pool_size=1, fork_python=False))

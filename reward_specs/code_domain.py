@@ -66,7 +66,14 @@ from sandboxes.api import (
     SandboxError,
     SandboxUnavailable,
 )
-from sandboxes.runners import CPP_HARNESS, PY_HARNESS, runner_source
+from sandboxes.runners import (
+    CPP_HARNESS,
+    PY_HARNESS,
+    PY_HARNESS_BIN,
+    PY_RUN,
+    harness_bytecode,
+    runner_source,
+)
 
 __all__ = ["SCORER", "CodeConfig", "CodeReference", "clear_cache", "score_code"]
 
@@ -227,13 +234,16 @@ def _cpp_fn_request(code: bytes, tests: FnTests, config: CodeConfig) -> RunReque
 
 def _harness_request(code: bytes, job: dict[str, Any], config: CodeConfig) -> RunRequest:
     job = {**job, "solution": "solution.py", "max_value_bytes": config.max_value_bytes}
+    magic, bytecode = harness_bytecode()
     return RunRequest(
         files={
             "solution.py": code,
+            PY_RUN: runner_source(PY_RUN),
             PY_HARNESS: runner_source(PY_HARNESS),
+            PY_HARNESS_BIN: bytecode,
             "job.marshal": marshal.dumps(job),
         },
-        executions=[Execution(("python3", "-I", PY_HARNESS, "job.marshal"))],
+        executions=[Execution(("python3", "-I", PY_RUN, magic, "job.marshal"))],
         limits=_limits(config),
     )
 

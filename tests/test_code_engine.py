@@ -14,6 +14,7 @@ import pytest
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
 from reward_specs.code_domain import SCORER, clear_cache
 from sandboxes.api import Execution, RunRequest, RunResult, SandboxBackend, SandboxError
+from sandboxes.runners import PY_HARNESS_BIN, PY_RUN
 
 REGISTRY = default_registry()
 SPEC = load_specs(REGISTRY)["prorl-v1"]
@@ -134,6 +135,26 @@ class NoCompiler(Counting):
         assert request.build is not None
         build = Execution(("g++-not-installed", *request.build.argv[1:]))
         return self.inner.run(dataclasses.replace(request, build=build))
+
+
+class OtherInterpreter(Counting):
+    """A real backend whose Python has other byte code than ours: the harness's source is used."""
+
+    def run(self, request: RunRequest) -> RunResult:
+        (ex,) = request.executions
+        argv = list(ex.argv)
+        assert argv[2] == PY_RUN
+        argv[3] = "00000000"
+        files = {**request.files, PY_HARNESS_BIN: b"not byte code"}  # must not be read
+        return self.inner.run(
+            dataclasses.replace(request, files=files, executions=[Execution(tuple(argv))])
+        )
+
+
+def test_harness_falls_back_to_its_source(local_backend: SandboxBackend) -> None:
+    response = "```python\ndef sq(x):\n    return x * x if x > 0 else 0\n```"
+    outcome = score(response, SQUARE, OtherInterpreter(local_backend))
+    assert (outcome.status, outcome.score) == ("ok", 0.5)
 
 
 def test_a_missing_compiler_is_an_infra_error_not_a_zero(local_backend: SandboxBackend) -> None:

@@ -1,6 +1,7 @@
-"""Runs INSIDE the sandbox: load a Python solution once, then evaluate each test in a forked child.
+"""Runs INSIDE the sandbox: load a Python solution once, then run its tests in a forked child.
 
-Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `marshal.dumps`)
+Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `marshal.dumps`;
+usually started through py_run.py, from byte code the scorer compiled)
 
     {"solution": "solution.py", "setup": "<code run after the solution>", "mode": "call"|"eval",
      "fn_name": "solve", "tests": [...], "max_value_bytes": 65536}
@@ -9,20 +10,27 @@ Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `
   top-level function, else a method of a top-level class `Solution`, instantiated per test).
 - mode "eval": tests[i] is a list of expressions; the child evaluates each one.
 
-Each test runs in its own forked child, so a crash, `os._exit` or segfault loses that test only;
-the solution's top level and the setup run once, in this process, with `__name__ == "solution"`.
+The solution's top level and the setup run once, in this process, with `__name__ ==
+"solution"`. The tests then run in order in ONE forked child, as they would in a test file
+(state carries over from one test to the next). When that child dies (a crash, `os._exit`, a
+signal), the test it was running fails alone and a fresh child, forked from this untouched
+process, carries on with the next test.
 
 Only VALUES leave the sandbox: each result is serialised to a tagged JSON form (tuples, sets,
-dicts with any keys, bytes, non-finite floats kept apart) and the verdict is computed outside by
-the scorer, which alone holds the expected values. This code runs in the same process as the
-program under test, so nothing it writes is trusted beyond "these are values the program
-produced": faking a line only claims values the program could have returned honestly, and a
-duplicated test index voids that test. The solution's own prints go to stderr; results go to
-the original stdout, one line each:
+dicts with any keys, bytes, non-finite floats and huge ints kept apart) and the verdict is
+computed outside by the scorer, which alone holds the expected values. This code runs in the
+same process as the program under test, so nothing it writes is trusted beyond "these are values
+the program produced": faking a line only claims values the program could have returned
+honestly, and a test index reported twice voids that test. The solution's own prints go to
+stderr; results go to the original stdout, one line each:
 
-    \x1ePROCTOR {"i": 3, "values": [{"ok": <tagged>} | {"err": "TypeError: ..."}, ...]}
-    \x1ePROCTOR {"i": 3, "exit": 0, "signal": null, "cpu_s": 0.001}       (written by the parent)
-    \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "solution"|"setup"|"function"}
+    \x1ePROCTOR {"i": 3, "values": [{"ok": <tagged>} | {"err": "TypeError: ..."}, ...],
+                 "cpu_s": 0.001}
+    \x1ePROCTOR {"i": 4, "exit": 0, "signal": 11, "cpu_s": 0.002}   (test 4 killed its process)
+    \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "solution"|"setup"}
+
+No `json` or `typing` here: importing them would cost more CPU than the tests themselves, and
+every response's budget pays for the harness.
 """
 
 from __future__ import annotations

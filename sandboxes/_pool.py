@@ -12,10 +12,10 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import queue
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
@@ -237,8 +237,22 @@ class Supervisor:
         self.channel.close()
 
 
+class _Waiter:
+    """A thread queued for a supervisor; served first come, first served."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.supervisor: Supervisor | None = None
+        self.error: SandboxError | None = None
+
+
 class SupervisorPool:
-    """`size` warm supervisors; `run()` is thread-safe and blocks until one is free."""
+    """`size` warm supervisors; `run()` is thread-safe and blocks until one is free.
+
+    Requests are served in arrival order: a supervisor coming back goes straight to the longest
+    waiting thread (a plain queue lets a thread that just returned one take it again, starving
+    others: seconds at p99). Waiting has no time limit while supervisors are alive or starting,
+    since a busy pool is not an error; it fails when none can be started or the pool closes."""
 
     def __init__(
         self,
@@ -259,7 +273,8 @@ class SupervisorPool:
         self._margin = answer_margin
         self._program_can_kill = program_can_kill_supervisor
         self._on_close = on_close
-        self._idle: queue.Queue[Supervisor] = queue.Queue()
+        self._idle: deque[Supervisor] = deque()
+        self._waiters: deque[_Waiter] = deque()
         self._lock = threading.Lock()
         self._live: set[Supervisor] = set()
         self._pending = 0
@@ -270,7 +285,7 @@ class SupervisorPool:
         )
         # The first one in the caller's thread, so that an unusable backend fails right here.
         first = self._new_supervisor()
-        self._idle.put(first)
+        self._give(first)
         for _ in range(size - 1):
             self._refill()
 
@@ -309,11 +324,15 @@ class SupervisorPool:
                     time.sleep(0.5 * (attempt + 1))
                     continue
                 self._last_error = None
-                self._idle.put(sup)
+                self._give(sup)
                 return
         finally:
             with self._lock:
                 self._pending -= 1
+                if not self._live and self._pending == 0:
+                    self._fail_waiters(
+                        SandboxUnavailable(f"no sandbox could be started: {self._last_error}")
+                    )
 
     def _retire(self, sup: Supervisor) -> None:
         with self._lock:
@@ -322,23 +341,38 @@ class SupervisorPool:
 
     # -- use ---------------------------------------------------------------------------------------
 
+    def _give(self, sup: Supervisor) -> None:
+        """A free supervisor: to the longest waiting thread, else to the idle list."""
+        with self._lock:
+            if self._waiters:
+                waiter = self._waiters.popleft()
+                waiter.supervisor = sup
+                waiter.event.set()
+            else:
+                self._idle.append(sup)
+
+    def _fail_waiters(self, error: SandboxError) -> None:
+        """Under the lock: wake every waiting thread with `error`."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            waiter.error = error
+            waiter.event.set()
+
     def _checkout(self) -> Supervisor:
-        deadline = time.monotonic() + self._start_timeout
-        while True:
-            with self._lock:
-                if self._closed:
-                    raise SandboxUnavailable("the sandbox backend is closed")
-                starving = not self._live and self._pending == 0
-            if starving:
+        with self._lock:
+            if self._closed:
+                raise SandboxUnavailable("the sandbox backend is closed")
+            if self._idle and not self._waiters:
+                return self._idle.popleft()
+            if not self._live and self._pending == 0:
                 raise SandboxUnavailable(f"no sandbox could be started: {self._last_error}")
-            try:
-                return self._idle.get(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
-            except queue.Empty:
-                if time.monotonic() >= deadline:
-                    raise SandboxUnavailable(
-                        f"no free sandbox within {self._start_timeout:.0f} s"
-                        + (f" (last start error: {self._last_error})" if self._last_error else "")
-                    ) from None
+            waiter = _Waiter()
+            self._waiters.append(waiter)
+        waiter.event.wait()
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.supervisor is not None
+        return waiter.supervisor
 
     def run(self, request: RunRequest) -> RunResult:
         payload = encode_request(request)
@@ -353,7 +387,7 @@ class SupervisorPool:
                 self._retire(sup)
                 self._refill()
             else:
-                self._idle.put(sup)
+                self._give(sup)
         return result
 
     def ready(self) -> bool:
@@ -368,6 +402,8 @@ class SupervisorPool:
             self._closed = True
             live = list(self._live)
             self._live.clear()
+            self._idle.clear()
+            self._fail_waiters(SandboxUnavailable("the sandbox backend is closed"))
         self._starter.shutdown(wait=True, cancel_futures=True)
         for sup in live:
             sup.close()

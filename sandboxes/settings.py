@@ -44,7 +44,9 @@ class SandboxSettings(BaseModel):
     out-of-memory kill or a process that outlived its run)."""
 
     start_timeout_s: float = Field(default=60.0, gt=0, le=600)
-    """How long `run()` waits for a free, started sandbox before raising SandboxUnavailable."""
+    """How long starting one sandbox (and its supervisor's hello) may take before it counts as
+    failed. A request waits for a free sandbox as long as the pool is busy (first come, first
+    served); it raises SandboxUnavailable only when no sandbox can be started."""
 
     answer_margin_s: float = Field(default=30.0, gt=0, le=600)
     """A sandbox that has not answered within the request's own caps plus this margin is

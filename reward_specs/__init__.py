@@ -4,7 +4,16 @@ Importable with no server running; the service and `proctor score` both call `sc
 """
 
 from reward_specs.domains import SCORERS, default_registry
-from reward_specs.engine import Item, Outcome, Status, item_key, score_item, strip_reasoning
+from reward_specs.engine import (
+    Item,
+    Outcome,
+    Status,
+    canonical_json,
+    item_key,
+    reference_key,
+    score_item,
+    strip_reasoning,
+)
 from reward_specs.registry import Registry, UnknownDomain
 from reward_specs.scorer import (
     DomainConfig,
@@ -34,10 +43,12 @@ __all__ = [
     "SpecError",
     "Status",
     "UnknownDomain",
+    "canonical_json",
     "default_registry",
     "item_key",
     "load_spec_file",
     "load_specs",
+    "reference_key",
     "score_item",
     "strip_reasoning",
 ]

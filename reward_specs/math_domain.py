@@ -22,6 +22,7 @@ from math_verify.errors import TimeoutException
 from pydantic import ConfigDict, Field
 
 from reward_specs.extract import Fallback, extract_answer
+from reward_specs.memo import Memo
 from reward_specs.scorer import (
     DomainConfig,
     Example,
@@ -98,15 +99,12 @@ def equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[s
     if cached is None:
         cached = _equivalent(gold, answer, config)
         if cached[1].get("reason") not in _NOT_CACHED:
-            if len(_VERDICTS) >= _VERDICT_CACHE_SIZE:
-                del _VERDICTS[next(iter(_VERDICTS))]  # the oldest entry
-            _VERDICTS[key] = cached
+            _VERDICTS.put(key, cached)
     verdict, details = cached
     return verdict, dict(details)
 
 
-_VERDICT_CACHE_SIZE = 16384
-_VERDICTS: dict[tuple[str, str, MathConfig], tuple[bool, dict[str, Any]]] = {}
+_VERDICTS: Memo[tuple[str, str, MathConfig], tuple[bool, dict[str, Any]]] = Memo(16384)
 _NOT_CACHED = frozenset({"parse_timeout", "verifier_timeout"})
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from reward_specs.memo import Memo
 from reward_specs.puzzles import boxnet, graph_color, gym
 from reward_specs.puzzles.answers import Fallback, extract_answer, locate_json
 from reward_specs.scorer import (
@@ -288,11 +289,30 @@ def _library_score(
     return Judgement(score=score, success=score == 1.0, parsed=True, details=details)
 
 
+_VERDICTS: Memo[tuple[str, str, PuzzleConfig], Judgement] = Memo(65536)
+"""(reference key, extracted answer, config) -> verdict: a GRPO group's 16 responses to one
+puzzle hold only a few distinct answers. Scorers are deterministic in (entry, answer)."""
+
+
 def score_puzzle(
     response: str, reference: PuzzleReference, config: PuzzleConfig, ctx: ScoreContext
 ) -> Judgement:
-    task, entry, dataset, key = _resolve(reference)
     answer, source = extract_answer(response, config.answer_tag, config.fallbacks)
+    memo_key = (ctx.reference_key, answer, config) if ctx.reference_key and answer else None
+    if memo_key is not None:
+        known = _VERDICTS.get(memo_key)
+        if known is not None and known.details.get("source") == source:
+            return Judgement(known.score, known.success, known.parsed, dict(known.details))
+    judgement = _score_answer(answer, source, reference, config)
+    if memo_key is not None:
+        _VERDICTS.put(memo_key, judgement)
+    return judgement
+
+
+def _score_answer(
+    answer: str | None, source: str, reference: PuzzleReference, config: PuzzleConfig
+) -> Judgement:
+    task, entry, dataset, key = _resolve(reference)
     if answer is None:
         return Judgement.unparsed("no_answer", task=task)
     if len(answer) > config.max_answer_chars:

@@ -67,6 +67,9 @@ class ScoreContext:
 
     sandbox: Any = None
     """A `sandboxes` backend for domains that execute code; None where none is configured."""
+    reference_key: str | None = None
+    """Set per item by the engine from `Item.reference_key`: equal keys mean equal references,
+    so a scorer may memoise per-reference work (or a whole verdict) under it."""
 
 
 @dataclass(frozen=True, slots=True)

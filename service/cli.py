@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from tqdm import tqdm
 
 from reward_specs import BUILTIN_SPEC_DIR, Spec, load_specs
 from service.dispatch.worker import load_registry
+from service.fastjson import dump_json
 from service.main import build_state, create_app
 from service.schemas import ErrorInfo, ScoreItem, ScoreResult
 from service.scoring import score_batch
@@ -42,11 +42,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def result_line(result: ScoreResult, omit_timing: bool = False) -> str:
-    """One result as the HTTP path would write it (compact JSON, non-ASCII kept)."""
-    data = result.model_dump(mode="json")
-    if omit_timing:
-        del data["elapsed_ms"]
-    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """One result exactly as the HTTP path writes it (pydantic's compact JSON)."""
+    return dump_json(result, exclude={"elapsed_ms"} if omit_timing else None).decode()
 
 
 def _read_items(lines: IO[str]) -> Iterator[ScoreItem | ScoreResult]:

@@ -21,6 +21,7 @@ from service.dispatch.worker import load_registry
 from service.jobs import JobStore
 from service.metrics import Metrics
 from service.routes import health, puzzles, score
+from service.runtime import settle_heap
 from service.settings import Settings
 from service.state import AppState
 
@@ -146,6 +147,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.dispatcher.start()
+        settle_heap()
         try:
             yield
         finally:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
-from reward_specs import Item, Outcome, Spec, item_key
+from reward_specs import Item, Outcome, Spec, canonical_json, item_key, reference_key
 from service.dispatch.base import Dispatcher
 from service.schemas import ErrorInfo, ScoreItem, ScoreResponse, ScoreResult, SpecSummary
 
@@ -56,20 +57,25 @@ async def score_batch(
     outcomes: list[Outcome | None] = [None] * len(items)
     unique: dict[str, list[int]] = {}
     unique_items: list[Item] = []
+    # Equal references become one object, which the worker pool then sends once per chunk
+    # (pickle shares repeated objects): a GRPO group's 16 items carry one puzzle, not 16 copies.
+    references: dict[bytes, dict[str, Any]] = {}
     for position, item in enumerate(items):
         rejected = _too_large(item, max_response_bytes)
         if rejected is not None:
             outcomes[position] = rejected
             continue
+        reference_json = canonical_json(item.reference)
         engine_item = Item(
             domain=item.domain,
             response=item.response,
-            reference=item.reference,
+            reference=references.setdefault(reference_json, item.reference),
+            reference_key=reference_key(reference_json),
             finish_reason=item.finish_reason,
             response_tokens=item.response_tokens,
             max_response_tokens=item.max_response_tokens,
         )
-        key = item_key(spec, engine_item)
+        key = item_key(spec, engine_item, reference_json)
         if key not in unique:
             unique[key] = []
             unique_items.append(engine_item)

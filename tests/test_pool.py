@@ -38,8 +38,11 @@ def sleepy(n: int, seconds: float) -> list[dict[str, Any]]:
 def test_killing_a_worker_mid_batch_loses_nothing(make_server: Callable[..., Server]) -> None:
     server = make_server(registry=REGISTRY, workers=2, chunk_size=8)
     pool = server.state.dispatcher.pool
+    deadline = time.monotonic() + 60
+    while len(pool.worker_pids()) < 2:  # /readyz needs one ready worker; this test needs both
+        assert time.monotonic() < deadline, "the second worker never became ready"
+        time.sleep(0.1)
     victims = pool.worker_pids()
-    assert len(victims) == 2
 
     def kill_one() -> None:
         os.kill(victims[0], signal.SIGKILL)

@@ -1,8 +1,11 @@
 """A pool of scoring worker processes that never loses an item.
 
-One manager thread owns every worker: it sends chunks to idle workers, reads per-item outcomes,
+One manager thread owns every worker: it sends chunks to idle workers, reads their outcomes,
 reaps dead workers and enforces timeouts, all from one `multiprocessing.connection.wait` loop, so
-no process state is ever read from two threads. Callers `submit` a batch and get a
+no process state is ever read from two threads. A worker sends its outcomes in batches (at the end
+of a chunk, or every `FLUSH_S` within a long one) and publishes the item it is scoring, and since
+when, in a small shared array: so IPC costs one message per chunk, yet after a death or a timeout
+the pool knows exactly which item was running. Callers `submit` a batch and get a
 `concurrent.futures.Future` that always resolves with exactly one `Outcome` per task:
 
 - a worker that dies mid-chunk is replaced; the item it was scoring is retried once, and an item
@@ -80,11 +83,27 @@ class _Chunk:
 class _Worker:
     process: BaseProcess
     conn: Connection
+    progress: Any
+    """Shared doubles: [position being scored or -1, monotonic time it started]."""
     started: float
     ready: bool = False
     chunk: _Chunk | None = None
-    done_in_chunk: int = 0
-    item_started: float = 0.0
+
+    def current(self) -> tuple[int, float] | None:
+        """The chunk item this worker is scoring and since when, if its outcome is not in yet."""
+        chunk = self.chunk
+        position, since = int(self.progress[0]), float(self.progress[1])
+        if chunk is None or position < 0 or chunk.batch.results[position] is not None:
+            return None
+        if position not in chunk.positions:
+            return None
+        return position, since
+
+    def unfinished(self) -> list[int]:
+        chunk = self.chunk
+        if chunk is None:
+            return []
+        return [p for p in chunk.positions if chunk.batch.results[p] is None]
 
 
 @dataclass
@@ -131,8 +150,19 @@ class WorkerPool:
     # ------------------------------------------------------------------ public, any thread
 
     def start(self) -> None:
-        for _ in range(self.size):
-            self._workers.append(self._spawn())
+        # Workers fork from one forkserver interpreter. Its hash seed is pinned so that scorers
+        # whose data depends on set and dict iteration order (five Reasoning Gym generators)
+        # regenerate the same entries in every worker and on every machine.
+        previous = os.environ.get("PYTHONHASHSEED")
+        os.environ["PYTHONHASHSEED"] = "0"
+        try:
+            for _ in range(self.size):
+                self._workers.append(self._spawn())
+        finally:
+            if previous is None:
+                del os.environ["PYTHONHASHSEED"]
+            else:
+                os.environ["PYTHONHASHSEED"] = previous
         self._thread = threading.Thread(target=self._run, name="proctor-pool", daemon=True)
         self._thread.start()
 
@@ -181,15 +211,16 @@ class WorkerPool:
 
     def _spawn(self) -> _Worker:
         parent, child = self._mp.Pipe(duplex=True)
+        progress = self._mp.RawArray("d", [-1.0, 0.0])
         process = self._mp.Process(
             target=worker_main,
-            args=(child, self.registry_path, self.spec_dirs, self.memory_mb),
+            args=(child, progress, self.registry_path, self.spec_dirs, self.memory_mb),
             name="proctor-worker",
             daemon=True,
         )
         process.start()
         child.close()
-        return _Worker(process=process, conn=parent, started=time.monotonic())
+        return _Worker(process=process, conn=parent, progress=progress, started=time.monotonic())
 
     def _run(self) -> None:
         try:
@@ -254,8 +285,6 @@ class WorkerPool:
                     self._pending.appendleft(chunk)  # the worker died; its sentinel will tell
                     break
                 worker.chunk = chunk
-                worker.done_in_chunk = 0
-                worker.item_started = time.monotonic()
                 break
 
     def _worker_for(self, ready: Any) -> _Worker | None:
@@ -284,14 +313,13 @@ class WorkerPool:
                     worker.ready = True
                     self._start_failures = 0
                     continue
-                chunk_id, position, outcome = message
+                chunk_id, outcomes, finished = message
                 chunk = worker.chunk
                 if chunk is None or chunk.id != chunk_id:
                     continue
-                self._record(chunk.batch, position, outcome)
-                worker.done_in_chunk += 1
-                worker.item_started = time.monotonic()
-                if worker.done_in_chunk >= len(chunk.positions):
+                for position, outcome in outcomes:
+                    self._record(chunk.batch, position, outcome)
+                if finished:
                     worker.chunk = None
         except (EOFError, OSError):
             pass  # the worker is gone: its sentinel is ready too and _on_death runs next
@@ -310,14 +338,6 @@ class WorkerPool:
         results = [r for r in batch.results if r is not None]
         if not batch.future.done():
             batch.future.set_result(results)
-
-    def _in_flight(self, worker: _Worker) -> tuple[_Chunk, int, list[int]] | None:
-        chunk = worker.chunk
-        if chunk is None or worker.done_in_chunk >= len(chunk.positions):
-            return None
-        current = chunk.positions[worker.done_in_chunk]
-        rest = chunk.positions[worker.done_in_chunk + 1 :]
-        return chunk, current, rest
 
     def _replace(self, worker: _Worker) -> None:
         worker.conn.close()
@@ -338,34 +358,35 @@ class WorkerPool:
         self._stats.restarts += 1
         self._workers.append(self._spawn())
 
+    def _requeue(self, batch: _Batch, positions: list[int]) -> None:
+        if positions:
+            self._pending.appendleft(_Chunk(next(self._chunk_ids), batch, positions))
+
     def _on_death(self, worker: _Worker) -> None:
-        flight = self._in_flight(worker)
         log.warning("worker %s exited with code %s", worker.process.pid, worker.process.exitcode)
-        if flight is not None:
-            chunk, current, rest = flight
+        chunk, current = worker.chunk, worker.current()
+        if chunk is not None:
             batch = chunk.batch
-            strikes = batch.strikes.get(current, 0) + 1
-            batch.strikes[current] = strikes
-            if rest:
-                self._pending.appendleft(_Chunk(next(self._chunk_ids), batch, rest))
-            if strikes >= _MAX_STRIKES:
-                self._stats.poison_items += 1
-                self._record(
-                    batch,
-                    current,
-                    judged_zero("poison", message="scoring this item killed a worker twice"),
-                )
-            else:
-                self._pending.appendleft(_Chunk(next(self._chunk_ids), batch, [current]))
+            culprit = current[0] if current is not None else None
+            self._requeue(batch, [p for p in worker.unfinished() if p != culprit])
+            if culprit is not None:
+                strikes = batch.strikes.get(culprit, 0) + 1
+                batch.strikes[culprit] = strikes
+                if strikes >= _MAX_STRIKES:
+                    self._stats.poison_items += 1
+                    message = "scoring this item killed a worker twice"
+                    self._record(batch, culprit, judged_zero("poison", message=message))
+                else:
+                    self._requeue(batch, [culprit])
         self._replace(worker)
 
     def _check_timeouts(self) -> None:
         now = time.monotonic()
         for worker in list(self._workers):
-            flight = self._in_flight(worker)
-            if flight is None or now - worker.item_started < self.item_timeout_s:
+            current = worker.current()
+            if current is None or now - current[1] < self.item_timeout_s:
                 continue
-            chunk, current, rest = flight
+            position = current[0]
             self._stats.timeouts += 1
             log.warning(
                 "item exceeded %.1fs; killing worker %s", self.item_timeout_s, worker.process.pid
@@ -375,19 +396,12 @@ class WorkerPool:
                     os.kill(worker.process.pid, signal.SIGKILL)
             worker.process.join(timeout=5.0)
             self._read_messages(worker)
-            flight = self._in_flight(worker)
-            if flight is not None and flight[1] == current:
-                self._record(
-                    chunk.batch,
-                    current,
-                    judged_zero("timeout", limit_s=self.item_timeout_s),
-                )
-                if rest:
-                    self._pending.appendleft(_Chunk(next(self._chunk_ids), chunk.batch, rest))
-            elif flight is not None:
-                self._pending.appendleft(
-                    _Chunk(next(self._chunk_ids), chunk.batch, [flight[1], *flight[2]])
-                )
+            chunk = worker.chunk
+            if chunk is not None:
+                if chunk.batch.results[position] is None:
+                    limit = self.item_timeout_s
+                    self._record(chunk.batch, position, judged_zero("timeout", limit_s=limit))
+                self._requeue(chunk.batch, worker.unfinished())
             worker.chunk = None
             self._replace(worker)
 

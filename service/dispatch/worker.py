@@ -11,9 +11,11 @@ import importlib
 import os
 import resource
 import signal
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from reward_specs import (
     BUILTIN_SPEC_DIR,
@@ -25,6 +27,7 @@ from reward_specs import (
     load_specs,
     score_item,
 )
+from service.runtime import settle_heap
 
 __all__ = ["Task", "load_registry", "worker_main"]
 
@@ -68,9 +71,19 @@ def _warm_up(registry: Registry, specs: dict[str, Spec], ctx: ScoreContext) -> N
                 )
 
 
+FLUSH_S = 0.05
+"""Within a long chunk, outcomes are sent at least this often (deadlines see partial progress)."""
+
+
 def worker_main(
-    conn: Connection, registry_path: str, spec_dirs: Sequence[Path], memory_mb: int
+    conn: Connection,
+    progress: Any,
+    registry_path: str,
+    spec_dirs: Sequence[Path],
+    memory_mb: int,
 ) -> None:
+    """Serve chunks until the pipe closes. `progress` is a shared array of two doubles where the
+    worker publishes the position it is scoring and when it started (see pool.py)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service decides when workers stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _limit_memory(memory_mb)
@@ -78,6 +91,7 @@ def worker_main(
     specs = load_all_specs(registry, spec_dirs)
     ctx = ScoreContext()
     _warm_up(registry, specs, ctx)
+    settle_heap()
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -87,7 +101,11 @@ def worker_main(
         if message is None:
             return
         chunk_id, tasks = message
+        done: list[tuple[int, Outcome]] = []
+        flushed = time.monotonic()
         for position, spec_name, item in tasks:
+            progress[1] = time.monotonic()
+            progress[0] = position
             spec = specs.get(spec_name)
             if spec is None:
                 outcome = Outcome.failure(
@@ -95,4 +113,9 @@ def worker_main(
                 )
             else:
                 outcome = score_item(registry, spec, item, ctx)
-            conn.send((chunk_id, position, outcome))
+            done.append((position, outcome))
+            if time.monotonic() - flushed >= FLUSH_S:
+                conn.send((chunk_id, done, False))
+                done, flushed = [], time.monotonic()
+        progress[0] = -1.0
+        conn.send((chunk_id, done, True))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Response
 
 from reward_specs import Spec
 from service.deps import StateDep, resolve_spec
+from service.fastjson import FastJSONRoute, json_response
 from service.jobs import Job, TooManyJobs
 from service.schemas import (
     JobAccepted,
@@ -22,7 +23,7 @@ from service.schemas import (
 from service.scoring import score_batch
 from service.state import AppState
 
-router = APIRouter(tags=["scoring"])
+router = APIRouter(tags=["scoring"], route_class=FastJSONRoute)
 
 _JOB_SLICE = 1024
 """Items scored at a time in a job, so its progress moves."""
@@ -58,9 +59,9 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
     description="One result per item, in the order of `items`. A malformed request is a 422 "
     "naming the field; an unusable item is an `invalid` result and the rest is scored.",
 )
-async def score(body: ScoreRequest, state: StateDep) -> ScoreResponse:
+async def score(body: ScoreRequest, state: StateDep) -> Response:
     spec = resolve_spec(state, body)
-    return await _score(state, spec, body.items, "score")
+    return json_response(await _score(state, spec, body.items, "score"))
 
 
 @router.post(
@@ -94,8 +95,8 @@ async def create_job(body: ScoreRequest, state: StateDep) -> JobAccepted:
     summary="A job's progress and results",
     responses={404: {"description": "No such job, or it expired."}},
 )
-async def get_job(job_id: str, state: StateDep) -> JobStatus:
+async def get_job(job_id: str, state: StateDep) -> Response:
     job = state.jobs.get(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
-    return job.view()
+    return json_response(job.view())

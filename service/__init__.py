@@ -1,0 +1,1 @@
+"""Proctor's HTTP service: app factory, routes, settings, dispatch and the `proctor` command."""

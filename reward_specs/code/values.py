@@ -49,8 +49,10 @@ def decode(tagged: Any, depth: int = 0) -> Any:
             case "float" if body in ("inf", "-inf", "nan"):
                 return float(body)
             case "complex":
-                re_, im = _list(body)
-                return complex(float(re_), float(im))
+                re_, im = (decode(part, d) for part in _list(body))
+                if not (isinstance(re_, float) and isinstance(im, float)):
+                    raise TypeError("parts must be floats")
+                return complex(re_, im)
             case "range":
                 start, stop, step = (int(x) for x in _list(body))
                 return range(start, stop, step)

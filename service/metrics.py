@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from service.dispatch.pool import PoolStats
@@ -25,12 +26,16 @@ class _PoolCollector(Collector):
         for name, value, doc in (
             ("proctor_pool_workers", stats.workers, "Worker processes alive."),
             ("proctor_pool_ready_workers", stats.ready_workers, "Worker processes ready."),
+            ("proctor_pool_pending_chunks", stats.pending_chunks, "Chunks waiting for a worker."),
+            ("proctor_pool_broken", int(stats.broken is not None), "1 if workers cannot start."),
+        ):
+            yield GaugeMetricFamily(name, doc, value=value)
+        for name, value, doc in (
             ("proctor_pool_restarts", stats.restarts, "Workers replaced since start."),
             ("proctor_pool_item_timeouts", stats.timeouts, "Items killed by the hard timeout."),
             ("proctor_pool_poison_items", stats.poison_items, "Items that killed two workers."),
-            ("proctor_pool_pending_chunks", stats.pending_chunks, "Chunks waiting for a worker."),
         ):
-            yield GaugeMetricFamily(name, doc, value=value)
+            yield CounterMetricFamily(name, doc, value=value)
 
 
 class Metrics:
@@ -52,5 +57,8 @@ class Metrics:
         self.registry.register(_PoolCollector(pool_stats))
 
     def observe(self, domains: Sequence[str], results: Sequence[ScoreResult]) -> None:
-        for domain, result in zip(domains, results, strict=True):
-            self.items.labels(domain=domain, status=result.status).inc()
+        counts = Tally(
+            (domain, result.status) for domain, result in zip(domains, results, strict=True)
+        )
+        for (domain, status), n in counts.items():
+            self.items.labels(domain=domain, status=status).inc(n)

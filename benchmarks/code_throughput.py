@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from _served import proctor_server
 
 IMAGE = os.environ.get("PROCTOR_SANDBOX_IMAGE", "proctor-sandbox:1")
 CORES = max(1, len(os.sched_getaffinity(0)))
@@ -229,39 +229,20 @@ def timed_pool(
 # ----------------------------------------------------------------------------- (c)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class Server:
+    """`proctor serve` on one sandbox backend, kept up across several measurements."""
+
     def __init__(self, backend: str) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         env = {
-            **os.environ,
             "PROCTOR_SANDBOX__BACKEND": backend,
             "PROCTOR_SANDBOX__IMAGE": IMAGE,
             "PROCTOR_SANDBOX__DOCKER_LABEL": "proctor-bench",
         }
-        cmd = [sys.executable, "-m", "service.cli", "serve", "--port", str(self.port)]
-        self.proc = subprocess.Popen([*cmd, "--log-level", "warning"], env=env)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass  # not listening yet
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"proctor serve ({backend}) did not become ready")
+        self._served = proctor_server(env)
+        self.url = self._served.__enter__()
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
+        self._served.__exit__(None, None, None)
 
 
 def _item(r: Response) -> dict[str, Any]:

@@ -20,14 +20,13 @@ import argparse
 import json
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+from _served import proctor_server
 
 from reward_specs import ScoreContext, default_registry, load_specs
 from reward_specs.ifeval_domain import IFEvalReference, score_ifeval
@@ -104,47 +103,13 @@ def baseline(items: list[dict[str, Any]]) -> tuple[list[float], float]:
     return scores, time.perf_counter() - started
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def ours(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ]
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass  # not listening yet
-            time.sleep(0.2)
-        else:
-            raise RuntimeError("proctor serve did not become ready")
+    with proctor_server() as url:
         started = time.perf_counter()
         reply = httpx.post(url + "/v1/score", json={"items": items}, timeout=1800)
         elapsed = time.perf_counter() - started
-        reply.raise_for_status()
-        return reply.json()["results"], elapsed
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    reply.raise_for_status()
+    return reply.json()["results"], elapsed
 
 
 def main() -> int:

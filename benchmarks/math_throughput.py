@@ -19,14 +19,13 @@ import json
 import logging
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from _served import proctor_server
 from math_verify import parse, verify
 
 # (gold, equivalent-but-different forms, wrong forms); integers dominate real math sets.
@@ -90,51 +89,16 @@ def baseline(cases: list[Case]) -> tuple[list[bool], float]:
     return verdicts, time.perf_counter() - started
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def ours(cases: list[Case]) -> tuple[list[dict[str, Any]], float]:
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass  # not listening yet
-            time.sleep(0.2)
-        else:
-            raise RuntimeError("proctor serve did not become ready")
-        items = [
-            {"domain": "math", "response": c.response, "reference": {"answer": c.gold}}
-            for c in cases
-        ]
+    items = [
+        {"domain": "math", "response": c.response, "reference": {"answer": c.gold}} for c in cases
+    ]
+    with proctor_server() as url:
         started = time.perf_counter()
         reply = httpx.post(url + "/v1/score", json={"items": items}, timeout=1800)
         elapsed = time.perf_counter() - started
-        reply.raise_for_status()
-        return reply.json()["results"], elapsed
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    reply.raise_for_status()
+    return reply.json()["results"], elapsed
 
 
 def main() -> int:

@@ -26,8 +26,6 @@ import argparse
 import json
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 import warnings
@@ -35,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from _served import proctor_server
 from reasoning_gym.utils import extract_answer
 
 from reward_specs.puzzles import gym
@@ -118,13 +117,6 @@ def baseline(cases: list[Case]) -> tuple[list[float], float]:
     return scores, time.perf_counter() - started
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _body(cases: list[Case], by_value: bool) -> str:
     items = [
         {"domain": "puzzle", "response": c.response, "reference": c.reference(by_value)}
@@ -138,39 +130,17 @@ def ours(
 ) -> tuple[list[dict[str, Any]], float]:
     """POST the batch once to warm the workers' dataset caches on other entries of the same
     tasks (as (a)'s untimed preparation does), then time the batch itself."""
-    port = _free_port()
-    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port)]
-    server = subprocess.Popen([*command, "--log-level", "warning"])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass  # not listening yet
-            time.sleep(0.2)
-        else:
-            raise RuntimeError("proctor serve did not become ready")
-        headers = {"content-type": "application/json"}
+    headers = {"content-type": "application/json"}
+    with proctor_server() as url:
         httpx.post(
             url + "/v1/score", content=_body(warm_up, by_value), headers=headers, timeout=1800
         ).raise_for_status()
         body = _body(cases, by_value)
         started = time.perf_counter()
-        reply = httpx.post(
-            url + "/v1/score",
-            content=body,
-            headers={"content-type": "application/json"},
-            timeout=1800,
-        )
+        reply = httpx.post(url + "/v1/score", content=body, headers=headers, timeout=1800)
         elapsed = time.perf_counter() - started
-        reply.raise_for_status()
-        return reply.json()["results"], elapsed
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    reply.raise_for_status()
+    return reply.json()["results"], elapsed
 
 
 def main() -> int:

@@ -1,0 +1,48 @@
+"""`proctor serve` as a subprocess on a free loopback port, for the benchmarks' (b) side."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import httpx
+
+__all__ = ["proctor_server"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def proctor_server(env: Mapping[str, str] | None = None, ready_s: float = 180) -> Iterator[str]:
+    """Start the service with `env` added to ours, wait for /readyz, yield its URL, stop it."""
+    port = _free_port()
+    command = [sys.executable, "-m", "service.cli", "serve", "--port", str(port)]
+    server = subprocess.Popen(
+        [*command, "--log-level", "warning"], env={**os.environ, **(env or {})}
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + ready_s
+        while True:
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass  # not listening yet
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("proctor serve did not become ready")
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

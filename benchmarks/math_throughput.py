@@ -62,18 +62,37 @@ class Case:
     response: str
 
 
-def make_cases(n: int, seed: int = 0) -> list[Case]:
+def _distinct_problem(rng: random.Random, k: int) -> tuple[str, list[str], list[str]]:
+    """A symbolic problem whose forms no other case shares (k makes them unique)."""
+    a, b = k + 2, k + 3
+    shape = rng.randrange(4)
+    if shape == 0:
+        return (
+            f"\\frac{{{a}}}{{{b}}}",
+            [f"\\frac{{{2 * a}}}{{{2 * b}}}"],
+            [f"\\frac{{{a + 1}}}{{{b}}}"],
+        )
+    if shape == 1:
+        return f"{a}\\sqrt{{2}}", [f"\\sqrt{{{2 * a * a}}}"], [f"{a}\\sqrt{{3}}"]
+    if shape == 2:
+        return f"x^2-{a * a}", [f"(x-{a})(x+{a})"], [f"(x-{a})^2"]
+    return f"{a}\\pi", [f"\\pi \\cdot {a}"], [f"{a + 1}\\pi"]
+
+
+def make_cases(n: int, seed: int = 0, distinct: bool = False) -> list[Case]:
+    """`distinct`: no two cases share a gold or a final answer, so no memo can help (b)."""
     rng = random.Random(seed)
     cases = []
-    for _ in range(n):
+    for k in range(n):
         reasoning = " ".join(rng.choice(PROSE) for _ in range(rng.randint(12, 40)))
         kind = rng.random()
         if kind < 0.55:  # integer answers, as in AIME/GSM-style sets
-            gold_int = rng.randint(0, 999)
+            gold_int = 10 * k if distinct else rng.randint(0, 999)
             gold = str(gold_int)
-            answer = gold if rng.random() < 0.55 else str(gold_int + rng.choice([-2, -1, 1, 3, 10]))
+            answer = gold if rng.random() < 0.55 else str(gold_int + rng.choice([-2, -1, 1, 3]))
         else:
-            gold, equivalent, wrong = rng.choice(PROBLEMS)
+            problem = _distinct_problem(rng, k) if distinct else rng.choice(PROBLEMS)
+            gold, equivalent, wrong = problem
             roll = rng.random()
             answer = gold if roll < 0.3 else rng.choice(equivalent if roll < 0.65 else wrong)
         response = f"{reasoning}\n\nPutting it together, the final answer is $\\boxed{{{answer}}}$."
@@ -106,12 +125,17 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=None)
     parser.add_argument("--short", action="store_true", help="512 items (CI)")
     parser.add_argument("--json", action="store_true", help="also print a JSON summary line")
+    parser.add_argument(
+        "--distinct",
+        action="store_true",
+        help="every gold and answer unique (the default repeats answers, as GRPO groups do)",
+    )
     args = parser.parse_args()
     short = args.short or os.environ.get("PROCTOR_SHORT") == "1"
     n = args.items or (512 if short else 4096)
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
-    cases = make_cases(n)
+    cases = make_cases(n, distinct=args.distinct)
     base_verdicts, base_s = baseline(cases)
     results, ours_s = ours(cases)
 

@@ -47,18 +47,18 @@ def result_line(result: ScoreResult, omit_timing: bool = False) -> str:
 
 
 def _read_items(lines: IO[str]) -> Iterator[ScoreItem | ScoreResult]:
-    """Each line's item, or an `invalid` result naming what is wrong with it."""
+    """Each non-blank line's item, or an `invalid` result naming what is wrong with it."""
     for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
         try:
             yield ScoreItem.model_validate_json(line)
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "line"
+            where = ".".join(str(p) for p in first["loc"])
+            message = f"line {number}: {where + ': ' if where else ''}{first['msg']}"
             yield ScoreResult(
-                status="invalid",
-                error=ErrorInfo(
-                    code="malformed_item", message=f"line {number}: {where}: {first['msg']}"
-                ),
+                status="invalid", error=ErrorInfo(code="malformed_item", message=message)
             )
 
 
@@ -73,12 +73,18 @@ async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        with open(args.file, "rb") as raw:
+            total = sum(1 for line in raw if line.strip())
+    except OSError as exc:
+        print(f"proctor score: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
     await state.dispatcher.start()
     counts: dict[str, int] = {}
     try:
         with (
-            open(args.file, encoding="utf-8") as lines,
-            tqdm(unit="item", disable=args.no_progress, file=sys.stderr) as progress,
+            open(args.file, encoding="utf-8", errors="surrogateescape") as lines,
+            tqdm(total=total, unit="item", disable=args.no_progress, file=sys.stderr) as progress,
         ):
             pending: list[ScoreItem | ScoreResult] = []
             for entry in _read_items(lines):

@@ -1,0 +1,74 @@
+"""The `proctor` command: library-mode scoring of a JSONL file, and its refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PROCTOR = [sys.executable, "-m", "service.cli"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PROCTOR, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_score_writes_one_result_per_item_line(tmp_path: Path) -> None:
+    source = tmp_path / "items.jsonl"
+    source.write_text(
+        "\n".join(
+            [
+                json.dumps(
+                    {
+                        "id": "a",
+                        "domain": "math",
+                        "response": "\\boxed{4}",
+                        "reference": {"answer": "4"},
+                    }
+                ),
+                "{not json",
+                "",  # blank lines are not items
+                json.dumps(
+                    {"id": "c", "domain": "math", "response": 7, "reference": {"answer": "4"}}
+                ),
+                json.dumps(
+                    {
+                        "id": "d",
+                        "domain": "math",
+                        "response": "\\boxed{5}",
+                        "reference": {"answer": "4"},
+                    }
+                ),
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    done = run("score", str(source), "--workers", "1", "--omit-timing", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["status"] for r in results] == ["ok", "invalid", "invalid", "ok"]
+    assert results[0]["success"] is True and results[3]["success"] is False
+    assert results[1]["error"]["message"].startswith("line 2: Invalid JSON")
+    assert results[2]["error"]["message"].startswith("line 4: response: ")
+    assert all("elapsed_ms" not in r for r in results)
+    assert "2 ok" in done.stderr and "2 invalid" in done.stderr
+
+
+def test_score_refuses_a_missing_file_and_an_unknown_spec(tmp_path: Path) -> None:
+    missing = run("score", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    source = tmp_path / "items.jsonl"
+    source.write_text("", encoding="utf-8")
+    unknown = run("score", str(source), "--spec", "no-such-spec")
+    assert unknown.returncode == 2 and "unknown spec 'no-such-spec'" in unknown.stderr
+
+
+def test_specs_lists_every_shipped_spec_with_its_hash() -> None:
+    done = run("specs")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("* prorl-v1 ") and "sha256:" in line for line in lines)
+    assert any("prorl-v1-termination" in line for line in lines)
+    assert any("dapo-overlong" in line for line in lines)

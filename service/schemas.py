@@ -41,7 +41,16 @@ class ScoreItem(BaseModel):
         "an unknown one makes this item `invalid`.",
     )
     response: str = Field(..., description="The model's full response text.")
-    reference: dict[str, Any] = Field(..., description="Domain-specific gold data.")
+    reference: dict[str, Any] | None = Field(
+        None,
+        description="Domain-specific gold data. Give this or `reference_index`; an item with "
+        "neither (or both) is `invalid`.",
+    )
+    reference_index: Annotated[int, Field(ge=0), BeforeValidator(_whole_number)] | None = Field(
+        None,
+        description="Position in the request's `references` table of this item's reference, so "
+        "that the 16 samples of a GRPO group can share one entry instead of carrying 16 copies.",
+    )
     finish_reason: Literal["stop", "length"] | None = Field(
         None, description="`length` when generation hit the token limit."
     )
@@ -55,6 +64,9 @@ class ScoreRequest(BaseModel):
 
     spec: str | None = Field(None, description="Reward spec name; the server's default if absent.")
     items: list[ScoreItem]
+    references: list[dict[str, Any]] | None = Field(
+        None, description="References that items point into with `reference_index`."
+    )
 
 
 class ErrorInfo(BaseModel):

@@ -44,6 +44,38 @@ def _too_large(item: ScoreItem, max_bytes: int) -> Outcome | None:
     )
 
 
+def _resolve_reference(
+    item: ScoreItem,
+    table: Sequence[dict[str, Any]] | None,
+    table_json: dict[int, bytes],
+) -> tuple[dict[str, Any], bytes] | Outcome:
+    """The item's reference and its canonical JSON, or the `invalid` outcome saying why not.
+
+    A table reference's JSON is computed once per request, however many items point at it.
+    """
+    index = item.reference_index
+    if index is None:
+        if item.reference is None:
+            return Outcome.failure(
+                "invalid", "missing_reference", "give `reference` or `reference_index`"
+            )
+        return item.reference, canonical_json(item.reference)
+    if item.reference is not None:
+        return Outcome.failure(
+            "invalid", "ambiguous_reference", "give `reference` or `reference_index`, not both"
+        )
+    if table is None or index >= len(table):
+        size = 0 if table is None else len(table)
+        return Outcome.failure(
+            "invalid",
+            "unknown_reference_index",
+            f"reference_index {index} is outside the request's {size} `references`",
+        )
+    if index not in table_json:
+        table_json[index] = canonical_json(table[index])
+    return table[index], table_json[index]
+
+
 async def score_batch(
     dispatcher: Dispatcher,
     spec: Spec,
@@ -51,25 +83,32 @@ async def score_batch(
     *,
     max_response_bytes: int,
     deadline_s: float,
+    references: Sequence[dict[str, Any]] | None = None,
 ) -> ScoreResponse:
-    """Score `items` under `spec`: one result per item, in order."""
+    """Score `items` under `spec`: one result per item, in order. `references` is the request's
+    table that items may point into with `reference_index`."""
     deadline = time.monotonic() + deadline_s
     outcomes: list[Outcome | None] = [None] * len(items)
     unique: dict[str, list[int]] = {}
     unique_items: list[Item] = []
     # Equal references become one object, which the worker pool then sends once per chunk
     # (pickle shares repeated objects): a GRPO group's 16 items carry one puzzle, not 16 copies.
-    references: dict[bytes, dict[str, Any]] = {}
+    interned: dict[bytes, dict[str, Any]] = {}
+    table_json: dict[int, bytes] = {}
     for position, item in enumerate(items):
         rejected = _too_large(item, max_response_bytes)
         if rejected is not None:
             outcomes[position] = rejected
             continue
-        reference_json = canonical_json(item.reference)
+        resolved = _resolve_reference(item, references, table_json)
+        if isinstance(resolved, Outcome):
+            outcomes[position] = resolved
+            continue
+        reference, reference_json = resolved
         engine_item = Item(
             domain=item.domain,
             response=item.response,
-            reference=references.setdefault(reference_json, item.reference),
+            reference=interned.setdefault(reference_json, reference),
             reference_key=reference_key(reference_json),
             finish_reason=item.finish_reason,
             response_tokens=item.response_tokens,

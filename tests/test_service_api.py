@@ -285,3 +285,42 @@ def test_openapi_describes_the_contract(client: httpx.Client) -> None:
         "error",
         "elapsed_ms",
     }
+
+
+def test_items_can_share_a_reference_from_the_request_table(client: httpx.Client) -> None:
+    body = {
+        "references": [{"answer": "0.5"}, {"answer": "7"}],
+        "items": [
+            {"id": "a", "domain": "math", "response": "\\boxed{\\frac12}", "reference_index": 0},
+            {"id": "b", "domain": "math", "response": "\\boxed{7}", "reference_index": 1},
+            {"id": "c", "domain": "math", "response": "\\boxed{7}", "reference_index": 0},
+            {"id": "d", "domain": "math", "response": "\\boxed{7}", "reference_index": 2},
+            {"id": "e", "domain": "math", "response": "\\boxed{7}"},
+            {
+                "id": "f",
+                "domain": "math",
+                "response": "\\boxed{7}",
+                "reference_index": 1,
+                "reference": {"answer": "7"},
+            },
+            {"id": "g", "domain": "math", "response": "\\boxed{7}", "reference": {"answer": "7"}},
+        ],
+    }
+    response = client.post("/v1/score", json=body)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert [r["success"] for r in results[:3]] == [True, True, False]
+    assert [r["status"] for r in results[3:]] == ["invalid", "invalid", "invalid", "ok"]
+    assert [r["error"]["code"] for r in results[3:6]] == [
+        "unknown_reference_index",
+        "missing_reference",
+        "ambiguous_reference",
+    ]
+    # An inline reference equal to a table entry scores identically (same key, same memo).
+    assert {k: v for k, v in results[6].items() if k not in ("id", "elapsed_ms")} == {
+        k: v for k, v in results[1].items() if k not in ("id", "elapsed_ms")
+    }
+    bad_index = client.post(
+        "/v1/score", json={"items": [{**body["items"][0], "reference_index": -1}]}
+    )
+    assert bad_index.status_code == 422

@@ -30,7 +30,11 @@ _JOB_SLICE = 1024
 
 
 async def _score(
-    state: AppState, spec: Spec, items: list[ScoreItem], endpoint: str
+    state: AppState,
+    spec: Spec,
+    items: list[ScoreItem],
+    references: list[dict[str, Any]] | None,
+    endpoint: str,
 ) -> ScoreResponse:
     started = time.perf_counter()
     response = await score_batch(
@@ -39,6 +43,7 @@ async def _score(
         items,
         max_response_bytes=state.settings.max_response_bytes,
         deadline_s=state.settings.request_deadline_s,
+        references=references,
     )
     state.metrics.requests.labels(endpoint=endpoint).observe(time.perf_counter() - started)
     state.metrics.observe([i.domain for i in items], response.results)
@@ -61,7 +66,7 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 )
 async def score(body: ScoreRequest, state: StateDep) -> Response:
     spec = resolve_spec(state, body)
-    return json_response(await _score(state, spec, body.items, "score"))
+    return json_response(await _score(state, spec, body.items, body.references, "score"))
 
 
 @router.post(
@@ -77,7 +82,9 @@ async def create_job(body: ScoreRequest, state: StateDep) -> JobAccepted:
     async def run(job: Job) -> ScoreResponse:
         results: list[ScoreResult] = []
         for start in range(0, len(body.items), _JOB_SLICE):
-            part = await _score(state, spec, body.items[start : start + _JOB_SLICE], "job")
+            part = await _score(
+                state, spec, body.items[start : start + _JOB_SLICE], body.references, "job"
+            )
             results.extend(part.results)
             job.completed += len(part.results)
         return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)

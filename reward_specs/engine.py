@@ -77,19 +77,9 @@ class Outcome:
     def failure(cls, status: Status, code: str, message: str, elapsed_ms: float = 0.0) -> Outcome:
         return cls(status=status, error={"code": code, "message": message}, elapsed_ms=elapsed_ms)
 
-    def with_elapsed(self, elapsed_ms: float) -> Outcome:
-        return Outcome(**{**_fields(self), "elapsed_ms": elapsed_ms})
-
-    def as_dict(self) -> dict[str, Any]:
-        return _fields(self)
-
     def __reduce__(self) -> tuple[type[Outcome], tuple[Any, ...]]:
         # A plain tuple pickles several times faster than a slotted dataclass's default state.
         return (Outcome, tuple(getattr(self, name) for name in Outcome.__slots__))
-
-
-def _fields(outcome: Outcome) -> dict[str, Any]:
-    return {name: getattr(outcome, name) for name in Outcome.__slots__}
 
 
 def strip_reasoning(response: str) -> str:

@@ -64,10 +64,6 @@ class LocalDispatcher:
             ready["sandbox"] = self._sandbox is not None and self._sandbox.ready()
         return ready
 
-    @property
-    def sandbox_error(self) -> str | None:
-        return self._sandbox_error
-
     async def run(self, spec: Spec, items: Sequence[Item], deadline: float) -> list[Outcome]:
         in_pool: list[int] = []
         in_threads: list[int] = []

@@ -170,3 +170,32 @@ def _settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {"workers": 1, "spec_dirs": (SPEC_DIR,)}
     values.update(overrides)
     return Settings(**values)
+
+
+def test_a_stuck_item_is_killed_even_after_its_request_gave_up(
+    make_server: Callable[..., Server],
+) -> None:
+    server = make_server(
+        registry=REGISTRY, workers=1, chunk_size=2, item_timeout_s=2.0, request_deadline_s=2.0
+    )
+    # The second item starts at ~1.2 s, so the request's deadline (2 s) comes before its own
+    # hard timeout (~3.2 s): the request gives up on it while it still runs.
+    items = [
+        {"id": "slow", "domain": "sleep", "response": "ok", "reference": {"seconds": 1.2}},
+        {"id": "stuck", "domain": "sleep", "response": "ok", "reference": {"seconds": 600}},
+    ]
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        slow, stuck = score(client, items)
+        assert slow["status"] == "ok" and slow["score"] == 1.0
+        assert stuck["status"] == "infra_error"
+        assert stuck["error"]["code"] == "deadline_exceeded"
+        # The only worker must not stay busy with the abandoned item for ten minutes.
+        deadline = time.monotonic() + 30
+        while server.state.dispatcher.pool.stats().timeouts < 1:
+            assert time.monotonic() < deadline, "the stuck worker was never killed"
+            time.sleep(0.1)
+        while len(server.state.dispatcher.pool.worker_pids()) < 1:
+            assert time.monotonic() < deadline, "no worker replaced the killed one"
+            time.sleep(0.1)
+        (after,) = score(client, sleepy(1, 0.0))
+    assert after["status"] == "ok" and after["score"] == 1.0

@@ -90,12 +90,11 @@ class _Worker:
     chunk: _Chunk | None = None
 
     def current(self) -> tuple[int, float] | None:
-        """The chunk item this worker is scoring and since when, if its outcome is not in yet."""
+        """The chunk item this worker last started and since when (its batch may be over: a
+        stuck item is still killed then)."""
         chunk = self.chunk
         position, since = int(self.progress[0]), float(self.progress[1])
-        if chunk is None or position < 0 or chunk.batch.results[position] is not None:
-            return None
-        if position not in chunk.positions:
+        if chunk is None or position < 0 or position not in chunk.positions:
             return None
         return position, since
 
@@ -367,7 +366,9 @@ class WorkerPool:
         chunk, current = worker.chunk, worker.current()
         if chunk is not None:
             batch = chunk.batch
-            culprit = current[0] if current is not None else None
+            culprit = None
+            if current is not None and batch.results[current[0]] is None:
+                culprit = current[0]
             self._requeue(batch, [p for p in worker.unfinished() if p != culprit])
             if culprit is not None:
                 strikes = batch.strikes.get(culprit, 0) + 1

@@ -242,14 +242,18 @@ _SITE_PATH: list[str] = []
 
 
 def _python_invocation(
-    argv: list[str], env: dict[str, str]
+    argv: list[str], env: dict[str, str], workdir: str
 ) -> tuple[frozenset[str], str | None, str | None, list[str]] | None:
-    """(flags, script, code, args) when `argv` runs this very interpreter on a script or `-c`.
+    """(flags, script, code, args) when `argv`, run in `workdir`, runs this very interpreter on a
+    script or `-c`.
 
     Such a step is run by the forked supervisor itself, with Python already initialised (about
     1 ms instead of the 10-20 ms of a fresh interpreter). Anything else is exec'd."""
     exe = argv[0]
-    found = exe if "/" in exe else shutil.which(exe, path=env.get("PATH"))
+    if "/" in exe:
+        found: str | None = os.path.join(workdir, exe)  # an absolute exe stays as it is
+    else:
+        found = shutil.which(exe, path=env.get("PATH"))
     if found is None or os.path.realpath(found) != os.path.realpath(sys.executable):
         return None
     flags: set[str] = set()
@@ -389,14 +393,22 @@ def _child(
     cpu_s: float,
     fds: tuple[int, int, int, int],
     cfg: dict[str, Any],
+    invocation: tuple[frozenset[str], str | None, str | None, list[str]] | None,
 ) -> NoReturn:
-    """In the forked child: confine ourselves, then exec. Never returns."""
+    """In the forked child: confine ourselves, then exec (or become the forked Python program
+    `invocation`, decided by the parent). Never returns.
+
+    Every page this child writes to is a copy-on-write fault, so it runs as little Python as it
+    can: no text-mode `open` (codec and locale machinery), no path resolution."""
     stdin_r, stdout_w, stderr_w, err_w = fds
     try:
         os.setsid()
         try:
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
+            adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(adj, b"1000")
+            finally:
+                os.close(adj)
         except OSError:
             pass
         os.dup2(stdin_r, 0)
@@ -424,7 +436,6 @@ def _child(
             os.setuid(int(uid))
         _prctl(_PR_SET_NO_NEW_PRIVS, 1)
         os.chdir(workdir)
-        invocation = _python_invocation(argv, env) if cfg.get("fork_python", True) else None
         if invocation is not None:
             _python_main(argv[0], invocation, env)
         os.execvpe(argv[0], argv, env)
@@ -454,10 +465,13 @@ def _run_step(
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
+    # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
+    invocation = _python_invocation(argv, env, workdir) if cfg.get("fork_python", True) else None
     start = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(argv, workdir, env, limits, cpu_s, (stdin_r, out_w, err_w, exc_w), cfg)
+        fds = (stdin_r, out_w, err_w, exc_w)
+        _child(argv, workdir, env, limits, cpu_s, fds, cfg, invocation)
     for fd in (stdin_r, out_w, err_w, exc_w):
         os.close(fd)
 

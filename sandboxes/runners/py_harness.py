@@ -243,11 +243,15 @@ def main() -> None:
         complete = data[: data.rfind(b"\n") + 1]
         offset += len(complete)
         done = first
+        batch = []  # written at once: one wake-up of the supervisor, not one per test
         for raw in complete.splitlines():
             index, _, line = raw.partition(b"\t")
             if index.isdigit() and first <= int(index) < len(tests):
                 done = max(done, int(index) + 1)
-                os.write(out, _MARK.encode() + line + b"\n")
+                batch.append(_MARK.encode() + line + b"\n")
+        results = b"".join(batch)
+        while results:
+            results = results[os.write(out, results) :]
         if done < len(tests):
             _emit(
                 out,

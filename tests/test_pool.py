@@ -186,7 +186,9 @@ def test_a_stuck_item_is_killed_even_after_its_request_gave_up(
     ]
     with httpx.Client(base_url=server.url, timeout=120) as client:
         slow, stuck = score(client, items)
-        assert slow["status"] == "ok" and slow["score"] == 1.0
+        # On a loaded machine the first item may miss the deadline too; either way the second
+        # one was abandoned by its request while its worker still had it.
+        assert (slow["status"], slow["score"]) in (("ok", 1.0), ("infra_error", None))
         assert stuck["status"] == "infra_error"
         assert stuck["error"]["code"] == "deadline_exceeded"
         # The only worker must not stay busy with the abandoned item for ten minutes.

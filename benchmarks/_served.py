@@ -9,10 +9,11 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 
-__all__ = ["proctor_server"]
+__all__ = ["proctor_server", "timed_score"]
 
 
 def _free_port() -> int:
@@ -46,3 +47,14 @@ def proctor_server(env: Mapping[str, str] | None = None, ready_s: float = 180) -
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def timed_score(url: str, body: str | bytes) -> tuple[list[dict[str, Any]], float]:
+    """POST one /v1/score body; its results and the seconds the request took."""
+    headers = {"content-type": "application/json"}
+    started = time.perf_counter()
+    reply = httpx.post(url + "/v1/score", content=body, headers=headers, timeout=1800)
+    elapsed = time.perf_counter() - started
+    reply.raise_for_status()
+    results: list[dict[str, Any]] = reply.json()["results"]
+    return results, elapsed

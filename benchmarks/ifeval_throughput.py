@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-from _served import proctor_server
+from _served import proctor_server, timed_score
 
 from reward_specs import ScoreContext, default_registry, load_specs
 from reward_specs.ifeval_domain import IFEvalReference, score_ifeval
@@ -105,11 +104,7 @@ def baseline(items: list[dict[str, Any]]) -> tuple[list[float], float]:
 
 def ours(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
     with proctor_server() as url:
-        started = time.perf_counter()
-        reply = httpx.post(url + "/v1/score", json={"items": items}, timeout=1800)
-        elapsed = time.perf_counter() - started
-    reply.raise_for_status()
-    return reply.json()["results"], elapsed
+        return timed_score(url, json.dumps({"items": items}))
 
 
 def main() -> int:

@@ -24,8 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-from _served import proctor_server
+from _served import proctor_server, timed_score
 from math_verify import parse, verify
 
 # (gold, equivalent-but-different forms, wrong forms); integers dominate real math sets.
@@ -113,11 +112,7 @@ def ours(cases: list[Case]) -> tuple[list[dict[str, Any]], float]:
         {"domain": "math", "response": c.response, "reference": {"answer": c.gold}} for c in cases
     ]
     with proctor_server() as url:
-        started = time.perf_counter()
-        reply = httpx.post(url + "/v1/score", json={"items": items}, timeout=1800)
-        elapsed = time.perf_counter() - started
-    reply.raise_for_status()
-    return reply.json()["results"], elapsed
+        return timed_score(url, json.dumps({"items": items}))
 
 
 def main() -> int:

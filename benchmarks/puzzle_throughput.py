@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from _served import proctor_server
+from _served import proctor_server, timed_score
 from reasoning_gym.utils import extract_answer
 
 from reward_specs.puzzles import gym
@@ -152,11 +152,7 @@ def ours(
                 url + "/v1/score", content=_body(batch, how), headers=headers, timeout=1800
             ).raise_for_status()
         body = _body(cases, how)
-        started = time.perf_counter()
-        reply = httpx.post(url + "/v1/score", content=body, headers=headers, timeout=1800)
-        elapsed = time.perf_counter() - started
-    reply.raise_for_status()
-    return reply.json()["results"], elapsed
+        return timed_score(url, body)
 
 
 def main() -> int:

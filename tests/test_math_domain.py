@@ -14,24 +14,11 @@ from math_verify import parse, verify
 
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
 from reward_specs.math_domain import MathConfig, equivalent
-from tests.cases import Case
+from tests.cases import Case, table_params
 from tests.cases.math_cases import MATH_CASES
 
 REGISTRY = default_registry()
 SPEC = load_specs(REGISTRY)["prorl-v1"]
-
-
-def _params(cases: list[Case]) -> list[Any]:
-    return [
-        pytest.param(
-            case,
-            id=f"{i:03d}-{case.comment[:50]}",
-            marks=[pytest.mark.xfail(strict=True, reason=case.known_issue)]
-            if case.known_issue
-            else [],
-        )
-        for i, case in enumerate(cases)
-    ]
 
 
 def test_table_shape() -> None:
@@ -44,7 +31,7 @@ def test_table_shape() -> None:
             assert case.expected is False, case
 
 
-@pytest.mark.parametrize("case", _params(MATH_CASES))
+@pytest.mark.parametrize("case", table_params(MATH_CASES))
 def test_math_case(case: Case) -> None:
     outcome = score_item(
         REGISTRY, SPEC, Item("math", case.response, case.reference), ScoreContext()

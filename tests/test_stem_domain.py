@@ -14,24 +14,11 @@ from math_verify import parse, verify
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
 from reward_specs.extract import last_boxed
 from reward_specs.stem_domain import parse_number
-from tests.cases import StemCase
+from tests.cases import StemCase, table_params
 from tests.cases.stem_cases import COLOURS, STEM_CASES
 
 REGISTRY = default_registry()
 SPEC = load_specs(REGISTRY)["prorl-v1"]
-
-
-def _params(cases: list[StemCase]) -> list[Any]:
-    return [
-        pytest.param(
-            case,
-            id=f"{i:03d}-{case.comment[:50]}",
-            marks=[pytest.mark.xfail(strict=True, reason=case.known_issue)]
-            if case.known_issue
-            else [],
-        )
-        for i, case in enumerate(cases)
-    ]
 
 
 def _score(response: str, reference: dict[str, Any]) -> Any:
@@ -49,7 +36,7 @@ def test_table_shape() -> None:
         assert {case.expected} <= {True, False}
 
 
-@pytest.mark.parametrize("case", _params(STEM_CASES))
+@pytest.mark.parametrize("case", table_params(STEM_CASES))
 def test_stem_case(case: StemCase) -> None:
     outcome = _score(case.response, case.reference)
     assert outcome.status == "ok", outcome.error

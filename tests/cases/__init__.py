@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Case", "StemCase"]
+import pytest
+
+__all__ = ["Case", "StemCase", "table_params"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +61,18 @@ class StemCase:
         if self.rel_tol is not None:
             ref["rel_tol"] = self.rel_tol
         return ref
+
+
+def table_params(cases: list[Case] | list[StemCase]) -> list[Any]:
+    """One pytest param per row, named by its comment; a row with a `known_issue` is a strict
+    xfail, so a fix shows up as an unexpected pass."""
+    return [
+        pytest.param(
+            case,
+            id=f"{i:03d}-{case.comment[:50]}",
+            marks=[pytest.mark.xfail(strict=True, reason=case.known_issue)]
+            if case.known_issue
+            else [],
+        )
+        for i, case in enumerate(cases)
+    ]

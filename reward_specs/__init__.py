@@ -6,6 +6,7 @@ Importable with no server running; the service and `proctor score` both call `sc
 from reward_specs.domains import SCORERS, default_registry
 from reward_specs.engine import (
     Item,
+    ItemKey,
     Outcome,
     Status,
     canonical_json,
@@ -33,6 +34,7 @@ __all__ = [
     "Example",
     "InvalidReference",
     "Item",
+    "ItemKey",
     "Judgement",
     "Outcome",
     "ReferenceModel",

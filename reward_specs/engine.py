@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 from pydantic import ValidationError
@@ -26,10 +26,12 @@ from reward_specs.memo import Memo
 from reward_specs.registry import Registry, UnknownDomain
 from reward_specs.scorer import InvalidReference, ReferenceModel, ScoreContext
 from reward_specs.spec import Spec
-from reward_specs.termination import TerminationInput, apply_termination
+from reward_specs.termination import TerminationInput, apply_termination, trailing_loop
 
 __all__ = [
     "Item",
+    "ItemFields",
+    "ItemKey",
     "Outcome",
     "Status",
     "canonical_json",
@@ -84,6 +86,8 @@ class Outcome:
 
 def strip_reasoning(response: str) -> str:
     """The answer part of a response: after the last `</think>`; nothing if thinking never ended."""
+    if response.rfind("think>") == -1:
+        return response  # neither tag: one pass over the text instead of two
     _, sep, tail = response.rpartition("</think>")
     if sep:
         return tail
@@ -107,25 +111,68 @@ def reference_key(reference_json: bytes) -> str:
     return hashlib.blake2b(reference_json, digest_size=16).hexdigest()
 
 
-def item_key(spec: Spec, item: Item, reference_json: bytes | None = None) -> str:
-    """Identical keys score identically: everything `score_item` reads, hashed.
+ItemKey = tuple[object, ...]
 
-    `reference_json` is `canonical_json(item.reference)` when the caller already has it.
+
+class ItemFields(Protocol):
+    """What `item_key` reads of an item: an `Item`, or a request's item before one is built."""
+
+    @property
+    def domain(self) -> str: ...
+    @property
+    def response(self) -> str: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+    @property
+    def response_tokens(self) -> int | None: ...
+    @property
+    def max_response_tokens(self) -> int | None: ...
+
+
+def item_key(
+    spec: Spec,
+    item: ItemFields,
+    reference_json: bytes,
+    registry: Registry | None = None,
+) -> ItemKey:
+    """Equal keys score identically: everything `score_item` reads, as a hashable tuple (it holds
+    the response itself, not a digest: Python caches a string's hash, so keying costs no pass over
+    the text beyond the one that hashes it).
+
+    `reference_json` is `canonical_json` of the item's reference. With `registry`, a domain's
+    `Scorer.answer_key` stands in for the response text (together with the one thing the
+    termination treatments read from the text, the trailing loop), so responses that differ only
+    in their reasoning share a key.
     """
-    digest = hashlib.blake2b(digest_size=16)
-    for part in (
+    return (
         spec.hash,
         item.domain,
-        item.response,
+        _scored_text(spec, item, registry),
         item.finish_reason,
         item.response_tokens,
         item.max_response_tokens,
-    ):
-        encoded = str(part).encode("utf-8", "surrogatepass")
-        digest.update(len(encoded).to_bytes(8, "little"))
-        digest.update(encoded)
-    digest.update(reference_json if reference_json is not None else canonical_json(item.reference))
-    return digest.hexdigest()
+        reference_json,
+    )
+
+
+def _scored_text(spec: Spec, item: ItemFields, registry: Registry | None) -> str | tuple[str, ...]:
+    """The response, or ("answer", trailing loop, answer key) when its scorer's key applies."""
+    if registry is None or item.domain not in registry:
+        return item.response
+    scorer = registry.get(item.domain)
+    if scorer.answer_key is None:
+        return item.response
+    text = strip_reasoning(item.response) if spec.response.strip_reasoning else item.response
+    try:
+        key = scorer.answer_key(text, spec.config(item.domain))
+    except Exception:  # a bug in a key function: lose the sharing, never the item
+        log.exception("answer_key of domain %s failed", item.domain)
+        return item.response
+    if key is None:
+        return item.response
+    repetition = spec.termination.repetition
+    loop = trailing_loop(item.response, repetition) if repetition is not None else None
+    return ("answer", str(loop), key)
 
 
 def _validation_message(exc: ValidationError) -> str:

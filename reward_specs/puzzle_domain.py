@@ -48,6 +48,7 @@ __all__ = [
     "SCORER",
     "PuzzleConfig",
     "PuzzleReference",
+    "puzzle_answer_key",
     "score_puzzle",
     "scorer_exception_counts",
 ]
@@ -309,6 +310,12 @@ def score_puzzle(
     return judgement
 
 
+def puzzle_answer_key(response: str, config: PuzzleConfig) -> str:
+    """All that `score_puzzle` reads of a response: the extracted answer and where it was found."""
+    answer, source = extract_answer(response, config.answer_tag, config.fallbacks)
+    return "none" if answer is None else f"{source}:{answer}"
+
+
 def _score_answer(
     answer: str | None, source: str, reference: PuzzleReference, config: PuzzleConfig
 ) -> Judgement:
@@ -365,4 +372,5 @@ SCORER: Scorer[PuzzleReference, PuzzleConfig] = Scorer(
         "Every Reasoning Gym task by name, scored by the library's score_answer (our own "
         "validators for boxnet and graph_color); continuous."
     ),
+    answer_key=puzzle_answer_key,
 )

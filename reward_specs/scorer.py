@@ -84,6 +84,7 @@ C = TypeVar("C", bound=DomainConfig)
 R = TypeVar("R", bound=ReferenceModel)
 
 ScoreFn = Callable[[str, R, C, ScoreContext], Judgement]
+AnswerKeyFn = Callable[[str, C], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +106,10 @@ class Scorer(Generic[R, C]):
     libraries: tuple[str, ...] = ()
     """Distributions whose versions can change a verdict; they enter the spec hash."""
     description: str = ""
+    answer_key: AnswerKeyFn[C] | None = None
+    """What of a (reasoning-stripped) response its judgement depends on, for scorers that can say
+    so cheaply: the extracted answer and where it was found, say. Two responses with equal keys
+    (and equal references) must get equal judgements, so the service scores one of them; in a
+    GRPO group, 16 differently worded responses often hold two or three distinct answers. It must
+    be pure, never raise, and cost far less than `score`; None (the default, or as a result)
+    means the whole response counts."""

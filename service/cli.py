@@ -119,6 +119,7 @@ async def _flush(
                 items,
                 max_response_bytes=state.settings.max_response_bytes,
                 deadline_s=state.settings.request_deadline_s,
+                registry=state.registry,
             )
         ).results
     )

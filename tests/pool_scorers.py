@@ -5,6 +5,9 @@
 - `sleep`: sleeps `reference.seconds`, then scores 1 (slow items, deadlines, hard timeouts);
 - `crash`: kills its worker process (a poison item);
 - `crash_once`: kills its worker the first time it sees `reference.marker` (a path), scores 1 after.
+- `count`: declares the response's last line as its answer key and reports in `details.call` how
+  many times its worker process has called it, so a test sees which items were scored apart;
+- `bad_key`: like `count`, but its answer key raises (the service must fall back to the response).
 
 `tests.pool_scorers:broken_in_workers` is a registry whose worker processes cannot start.
 """
@@ -63,6 +66,23 @@ def _crash_once(
     return Judgement(score=float(ok), success=ok, parsed=bool(response))
 
 
+_calls = 0
+
+
+def _count(response: str, ref: ReferenceModel, config: _Config, ctx: ScoreContext) -> Judgement:
+    global _calls
+    _calls += 1
+    return Judgement(score=1.0, success=True, parsed=True, details={"call": _calls})
+
+
+def _last_line(response: str, config: _Config) -> str:
+    return response.rsplit("\n", 1)[-1]
+
+
+def _raising_key(response: str, config: _Config) -> str:
+    raise RuntimeError("a bug in an answer key")
+
+
 def registry() -> Registry:
     return Registry(
         [
@@ -70,6 +90,8 @@ def registry() -> Registry:
             Scorer("sleep", _Config, SleepReference, _sleep, lambda: [Example({}, "ok")]),
             Scorer("crash", _Config, MarkerReference, _crash, lambda: []),
             Scorer("crash_once", _Config, MarkerReference, _crash_once, lambda: []),
+            Scorer("count", _Config, ReferenceModel, _count, lambda: [], answer_key=_last_line),
+            Scorer("bad_key", _Config, ReferenceModel, _count, lambda: [], answer_key=_raising_key),
         ]
     )
 

@@ -137,3 +137,23 @@ def test_many_unclosed_boxes_after_the_answer() -> None:
     text = "so \\boxed{1}. " + "\\boxed{" * 50_000
     assert last_boxed(text) == "1"
     assert last_boxed("\\boxed{" * 50_000) is None
+
+
+puzzle_tokens = st.lists(
+    st.sampled_from(["<answer>", "</answer>", " ", "\n", "x", "<answer> ", "<ans", "wer>", "7"]),
+    max_size=14,
+)
+
+
+@settings(max_examples=2000)
+@given(puzzle_tokens)
+def test_puzzle_answer_is_the_last_regex_match(parts: list[str]) -> None:
+    # The extractor skips the regex scan when there is one opening tag; the answer must be the
+    # one Reasoning Gym's reading (the last non-overlapping match of the tag pattern) gives.
+    from reward_specs.puzzles.answers import _tag_pattern
+    from reward_specs.puzzles.answers import extract_answer as extract_puzzle_answer
+
+    text = "".join(parts)
+    matches = _tag_pattern("answer").findall(text)
+    expected = ((matches[-1].strip() or None), "tag") if matches else (None, "none")
+    assert extract_puzzle_answer(text) == expected

@@ -47,7 +47,17 @@ def extract_answer(
 ) -> tuple[str | None, str]:
     """(answer, where it came from): the last `<tag>...</tag>`, else the first fallback that finds
     something. An empty answer counts as none."""
-    matches = _tag_pattern(tag).findall(text)
+    pattern = _tag_pattern(tag)
+    opening = f"<{tag}>"
+    first = text.find(opening)
+    matches: list[str] = []
+    if first != -1 and text.find(opening, first + 1) == -1:
+        # One opening tag: a match can only start there, so search from it instead of
+        # scanning the whole response with the regex (the result is the same).
+        match = pattern.search(text, first)
+        matches = [match.group(1)] if match else []
+    elif first != -1:
+        matches = pattern.findall(text)
     if matches:
         answer = str(matches[-1]).strip()
         return (answer or None), "tag"

@@ -44,6 +44,7 @@ async def _score(
         max_response_bytes=state.settings.max_response_bytes,
         deadline_s=state.settings.request_deadline_s,
         references=references,
+        registry=state.registry,
     )
     state.metrics.requests.labels(endpoint=endpoint).observe(time.perf_counter() - started)
     state.metrics.observe([i.domain for i in items], response.results)

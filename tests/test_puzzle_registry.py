@@ -246,3 +246,12 @@ def test_a_task_whose_scorer_always_raises_makes_items_invalid() -> None:
         assert outcome.status == "invalid"
         assert outcome.error is not None and outcome.error["code"] == "broken_task"
         assert "ImportError" in outcome.error["message"]
+
+
+def test_regenerating_many_seeds_keeps_the_scoring_datasets() -> None:
+    # Scoring datasets live apart from the datasets built to regenerate entries, so references
+    # by coordinates over many seeds never make every task rebuild its scorer.
+    scorer = gym.scoring_dataset("basic_arithmetic")
+    for seed in range(gym.DATASET_CACHE_SIZE + 8):
+        gym.entry_for("basic_arithmetic", {}, 1000 + seed, 0)
+    assert gym.scoring_dataset("basic_arithmetic") is scorer

@@ -34,6 +34,7 @@ __all__ = [
     "ENTRY_CACHE_SIZE",
     "HASH_SEED_DEPENDENT",
     "MAX_SAMPLE_COUNT",
+    "SCORING_CACHE_SIZE",
     "TaskInfo",
     "canonical_config",
     "composite_part_config",
@@ -49,7 +50,10 @@ __all__ = [
 ]
 
 DATASET_CACHE_SIZE = 128
-"""Datasets (task, config, seed) kept per process."""
+"""Datasets (task, config, seed) kept per process for regenerating entries."""
+SCORING_CACHE_SIZE = 256
+"""Datasets (task, config) kept per process for scoring: apart from the generation cache, so
+that regenerating entries of many seeds never evicts the ~100 tasks' scorers."""
 ENTRY_CACHE_SIZE = 8192
 """Regenerated entries (task, config, seed, index) kept per process."""
 MAX_SAMPLE_COUNT = 256
@@ -199,7 +203,12 @@ def scoring_dataset(task: str, config: Mapping[str, Any] | None = None) -> Proce
     Some scorers read their instance's config (ARC's board format), so the config an entry was
     generated with should be the one it is scored with; the default config otherwise.
     """
-    return _dataset(task, canonical_config(config or {}), 0)
+    return _scoring_dataset(task, canonical_config(config or {}))
+
+
+@lru_cache(maxsize=SCORING_CACHE_SIZE)
+def _scoring_dataset(task: str, config_json: str) -> ProceduralDataset:
+    return _build(task, json.loads(config_json), 0)
 
 
 @lru_cache(maxsize=ENTRY_CACHE_SIZE)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import socket
 import subprocess
@@ -10,6 +12,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -50,11 +53,28 @@ def proctor_server(env: Mapping[str, str] | None = None, ready_s: float = 180) -
 
 
 def timed_score(url: str, body: str | bytes) -> tuple[list[dict[str, Any]], float]:
-    """POST one /v1/score body; its results and the seconds the request took."""
-    headers = {"content-type": "application/json"}
-    started = time.perf_counter()
-    reply = httpx.post(url + "/v1/score", content=body, headers=headers, timeout=1800)
-    elapsed = time.perf_counter() - started
-    reply.raise_for_status()
-    results: list[dict[str, Any]] = reply.json()["results"]
+    """POST one /v1/score body; its results and the seconds from sending the request to having
+    read the whole reply.
+
+    The request goes through the standard library's `http.client` on a fresh connection: one
+    `sendall` of the body and one read of the reply. httpx spends about 20 ms of its own CPU on
+    a 12 MB body, on the same two cores the service runs on, and that is the client's cost, not
+    the service's.
+    """
+    payload = body.encode() if isinstance(body, str) else body
+    address = urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname or "127.0.0.1", address.port)
+    try:
+        started = time.perf_counter()
+        connection.request(
+            "POST", "/v1/score", body=payload, headers={"content-type": "application/json"}
+        )
+        reply = connection.getresponse()
+        data = reply.read()
+        elapsed = time.perf_counter() - started
+    finally:
+        connection.close()
+    if reply.status != 200:
+        raise RuntimeError(f"/v1/score answered {reply.status}: {data[:500]!r}")
+    results: list[dict[str, Any]] = json.loads(data)["results"]
     return results, elapsed

@@ -32,7 +32,14 @@ from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
 from sandboxes.settings import SandboxSettings
 from sandboxes.supervisor import BOOTSTRAP
 
-__all__ = ["LABEL", "OWNER_LABEL", "DockerBackend", "owner_id", "remove_containers"]
+__all__ = [
+    "LABEL",
+    "OWNER_LABEL",
+    "DockerBackend",
+    "engine_socket_error",
+    "owner_id",
+    "remove_containers",
+]
 
 log = logging.getLogger("sandboxes")
 
@@ -214,6 +221,29 @@ class ContainerChannel:
                 log.warning("could not remove sandbox container %s: %s", self._container.id, exc)
 
 
+_DEFAULT_HOST = "unix:///var/run/docker.sock"
+
+
+def engine_socket_error(url: str | None = None) -> str | None:
+    """Why the engine's unix socket (`url`, else DOCKER_HOST, else the default) cannot be
+    connected to, or None if it can (or the engine is not behind a unix socket).
+
+    Checked before the Docker SDK is asked: its unix connection leaves its socket open when the
+    connection fails (docker/docker-py#3356), which turns "no engine here" into a leaked socket.
+    """
+    host = url or os.environ.get("DOCKER_HOST") or _DEFAULT_HOST
+    if not host.startswith("unix://"):
+        return None
+    path = host.removeprefix("unix://")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5)
+        try:
+            probe.connect(path)
+        except OSError as exc:
+            return f"cannot connect to {path}: {exc}"
+    return None
+
+
 class DockerBackend:
     """Warm containers, each with a supervisor; see the module docstring and sandboxes/README.md."""
 
@@ -221,22 +251,22 @@ class DockerBackend:
 
     def __init__(self, settings: SandboxSettings) -> None:
         self._settings = settings
+        unreachable = engine_socket_error(settings.docker_url)
+        if unreachable is not None:
+            raise SandboxUnavailable(f"no Docker engine reachable: {unreachable}")
         try:
             self._client = (
                 docker.DockerClient(base_url=settings.docker_url, timeout=120)
                 if settings.docker_url
                 else docker.from_env(timeout=120)
             )
-            self._client.ping()
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
         try:
-            self._client.images.get(settings.image)
-        except docker.errors.ImageNotFound as exc:
-            raise SandboxUnavailable(
-                f"sandbox image {settings.image!r} not found: build it with "
-                f"`sandboxes/images/build-offline.sh {settings.image}`"
-            ) from exc
+            self._check_engine()
+        except BaseException:
+            self._client.close()  # its connection pool, whatever went wrong
+            raise
         removed = remove_containers(self._client, settings.docker_label)
         if removed:
             log.warning("removed %d leftover sandbox containers (label %s)", removed, LABEL)
@@ -253,6 +283,20 @@ class DockerBackend:
             program_can_kill_supervisor=False,
             on_close=self._sweep,
         )
+
+    def _check_engine(self) -> None:
+        """The engine answers and holds the sandbox image, or SandboxUnavailable says which not."""
+        try:
+            self._client.ping()
+        except docker.errors.DockerException as exc:
+            raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
+        try:
+            self._client.images.get(self._settings.image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(
+                f"sandbox image {self._settings.image!r} not found: build it with "
+                f"`sandboxes/images/build-offline.sh {self._settings.image}`"
+            ) from exc
 
     def _start(self) -> ContainerChannel:
         with self._seq_lock:

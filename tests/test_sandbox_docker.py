@@ -23,12 +23,21 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
-    try:
-        import docker
+    import docker
 
+    from sandboxes.docker_backend import engine_socket_error
+
+    unreachable = engine_socket_error()
+    if unreachable is not None:
+        unavailable(f"no Docker engine: {unreachable}")
+    try:
         c = docker.from_env()
-        c.ping()
     except Exception as exc:  # any failure to reach the engine
+        unavailable(f"no Docker engine: {exc}")
+    try:
+        c.ping()
+    except Exception as exc:
+        c.close()
         unavailable(f"no Docker engine: {exc}")
     yield c
     c.close()

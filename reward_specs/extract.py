@@ -79,9 +79,13 @@ def answer_is(text: str) -> str | None:
         return None
     answer = text[matches[-1].end() :].split("\n", 1)[0]
     answer = _SENTENCE_END.split(answer, maxsplit=1)[0].strip()
-    answer = re.sub(r"[.\s]+$", "", answer)
-    answer = re.sub(r"^\$+|\$+$", "", answer).strip()
-    return answer or None
+    # Trailing dots and spaces, then dollar signs at either end. Not `[.\s]+$` and `\$+$`: a
+    # regex retries those at every character of a long run that does not reach the end, which is
+    # quadratic in a hostile line.
+    end = len(answer)
+    while end and (answer[end - 1] == "." or answer[end - 1].isspace()):
+        end -= 1
+    return answer[:end].lstrip("$").rstrip("$").strip() or None
 
 
 def extract_answer(text: str, fallbacks: tuple[Fallback, ...]) -> tuple[str | None, str]:

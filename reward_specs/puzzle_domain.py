@@ -310,9 +310,16 @@ def score_puzzle(
     return judgement
 
 
-def puzzle_answer_key(response: str, config: PuzzleConfig) -> str:
-    """All that `score_puzzle` reads of a response: the extracted answer and where it was found."""
-    answer, source = extract_answer(response, config.answer_tag, config.fallbacks)
+def puzzle_answer_key(response: str, config: PuzzleConfig) -> str | None:
+    """All that `score_puzzle` reads of a response: the extracted answer and where it was found.
+
+    Only for the tag alone (the default), which is found in one linear pass: the service computes
+    keys in its own process, outside the workers' timeouts, and the fallbacks' scans (JSON above
+    all) are not that cheap on hostile text. With fallbacks, the whole response is the key.
+    """
+    if config.fallbacks:
+        return None
+    answer, source = extract_answer(response, config.answer_tag)
     return "none" if answer is None else f"{source}:{answer}"
 
 

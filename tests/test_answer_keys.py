@@ -116,3 +116,12 @@ def test_shared_items_keep_their_own_termination_penalties(client: httpx.Client)
 )
 def test_strip_reasoning(text: str, expected: str) -> None:
     assert strip_reasoning(text) == expected
+
+
+def test_with_fallbacks_the_whole_response_is_the_key() -> None:
+    # Fallback scans (JSON above all) are not cheap on hostile text; the service computes keys in
+    # its own process, so with fallbacks it leaves extraction to the workers.
+    from reward_specs.puzzle_domain import PuzzleConfig, puzzle_answer_key
+
+    assert puzzle_answer_key("a <answer>7</answer>", PuzzleConfig()) == "tag:7"
+    assert puzzle_answer_key("a <answer>7</answer>", PuzzleConfig(fallbacks=("json",))) is None

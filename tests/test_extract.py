@@ -147,13 +147,61 @@ puzzle_tokens = st.lists(
 
 @settings(max_examples=2000)
 @given(puzzle_tokens)
-def test_puzzle_answer_is_the_last_regex_match(parts: list[str]) -> None:
-    # The extractor skips the regex scan when there is one opening tag; the answer must be the
-    # one Reasoning Gym's reading (the last non-overlapping match of the tag pattern) gives.
-    from reward_specs.puzzles.answers import _tag_pattern
+def test_puzzle_answer_is_reasoning_gyms(parts: list[str]) -> None:
+    # Our extractor finds the tags without the regex (which is quadratic in unclosed tags); the
+    # answer must be the one Reasoning Gym's own `extract_answer` reads, empty meaning none.
+    from reasoning_gym.utils import extract_answer as reasoning_gym_answer
+
     from reward_specs.puzzles.answers import extract_answer as extract_puzzle_answer
 
     text = "".join(parts)
-    matches = _tag_pattern("answer").findall(text)
-    expected = ((matches[-1].strip() or None), "tag") if matches else (None, "none")
-    assert extract_puzzle_answer(text) == expected
+    expected = reasoning_gym_answer(text)
+    answer, source = extract_puzzle_answer(text)
+    assert answer == (expected or None)
+    assert source == ("tag" if expected is not None else "none")
+
+
+def test_a_flood_of_unclosed_tags_is_read_in_one_pass() -> None:
+    from reward_specs.puzzles.answers import extract_answer as extract_puzzle_answer
+
+    # 256 KB of opening tags: the regex would retry each one against the rest of the text
+    # (minutes); the service computes this key in its own process, so it must not.
+    flood = "<answer>" * 32_768
+    assert extract_puzzle_answer(flood) == (None, "none")
+    assert extract_puzzle_answer(flood + "</answer>") == ("<answer>" * 32_767, "tag")
+
+
+def _answer_is_by_regex(text: str) -> str | None:
+    """`answer_is` as first written, with the trimming regexes (quadratic on long runs)."""
+    import re
+
+    from reward_specs.extract import _ANSWER_IS, _SENTENCE_END
+
+    matches = list(_ANSWER_IS.finditer(text))
+    if not matches:
+        return None
+    answer = text[matches[-1].end() :].split("\n", 1)[0]
+    answer = _SENTENCE_END.split(answer, maxsplit=1)[0].strip()
+    answer = re.sub(r"[.\s]+$", "", answer)
+    answer = re.sub(r"^\$+|\$+$", "", answer).strip()
+    return answer or None
+
+
+answer_is_tokens = st.lists(
+    st.sampled_from(
+        ["the answer is ", "Answer: ", ".", ". ", " ", "\t", "\u00a0", "$", "x", "7", "\n", "\r"]
+    ),
+    max_size=16,
+)
+
+
+@settings(max_examples=2000)
+@given(answer_is_tokens)
+def test_answer_is_trims_as_the_regexes_did(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert answer_is(text) == _answer_is_by_regex(text)
+
+
+def test_answer_is_reads_long_runs_in_one_pass() -> None:
+    assert answer_is("the answer is 7" + " \t" * 100_000 + "x") == "7" + " \t" * 100_000 + "x"
+    assert answer_is("the answer is " + "$" * 200_000 + "x") == "x"

@@ -30,16 +30,27 @@ fenced JSON block or JSON object/list of the whole response (for JSON-answer tas
 
 JsonSource = Literal["json", "fenced", "embedded"]
 
-_TAGS: dict[str, re.Pattern[str]] = {}
 
+def _last_tagged(text: str, opening: str, closing: str) -> str | None:
+    """The content of the last match of `<tag>\\s?(.*?)\\s?</tag>` (DOTALL) in a left-to-right
+    scan, up to the single whitespace characters the pattern trims (the caller strips anyway).
 
-def _tag_pattern(tag: str) -> re.Pattern[str]:
-    pattern = _TAGS.get(tag)
-    if pattern is None:
-        escaped = re.escape(tag)
-        pattern = re.compile(f"<{escaped}>\\s?(.*?)\\s?</{escaped}>", re.DOTALL)
-        _TAGS[tag] = pattern
-    return pattern
+    In linear time: a match runs from an opening tag to the first closing tag after it, and the
+    next match starts after that; once an opening tag has no closing tag after it, no later one
+    has either. The regex itself retries every opening tag against the rest of the text, which
+    is quadratic in a response of unclosed tags.
+    """
+    found = None
+    position = 0
+    while True:
+        start = text.find(opening, position)
+        if start == -1:
+            return found
+        end = text.find(closing, start + len(opening))
+        if end == -1:
+            return found
+        found = text[start + len(opening) : end]
+        position = end + len(closing)
 
 
 def extract_answer(
@@ -47,20 +58,9 @@ def extract_answer(
 ) -> tuple[str | None, str]:
     """(answer, where it came from): the last `<tag>...</tag>`, else the first fallback that finds
     something. An empty answer counts as none."""
-    pattern = _tag_pattern(tag)
-    opening = f"<{tag}>"
-    first = text.find(opening)
-    matches: list[str] = []
-    if first != -1 and text.find(opening, first + 1) == -1:
-        # One opening tag: a match can only start there, so search from it instead of
-        # scanning the whole response with the regex (the result is the same).
-        match = pattern.search(text, first)
-        matches = [match.group(1)] if match else []
-    elif first != -1:
-        matches = pattern.findall(text)
-    if matches:
-        answer = str(matches[-1]).strip()
-        return (answer or None), "tag"
+    answer = _last_tagged(text, f"<{tag}>", f"</{tag}>")
+    if answer is not None:
+        return (answer.strip() or None), "tag"
     for fallback in fallbacks:
         found: str | None
         if fallback == "boxed":

@@ -1,0 +1,58 @@
+"""The benchmarks still run, and on their workloads our verdicts still equal the baselines'.
+
+Each script exits non-zero when any verdict of ours differs from its baseline's (or an item is not
+`ok`); this runs their short modes. Speed is not checked here: the machines are shared, and the
+figures are for a person to read from a full run (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.sandbox_fixtures import unavailable
+
+ROOT = Path(__file__).parent.parent
+
+
+def _run(script: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--short"],
+        cwd=ROOT,
+        env={**os.environ, "PROCTOR_SHORT": "1"},
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
+    assert done.returncode == 0, f"{script}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize(
+    "script", ["math_throughput.py", "ifeval_throughput.py", "puzzle_throughput.py"]
+)
+def test_short_benchmark_agrees_with_its_baseline(script: str) -> None:
+    _run(script)
+
+
+@pytest.mark.docker
+def test_short_code_benchmark_agrees_with_its_baselines() -> None:
+    import docker
+
+    from sandboxes.docker_backend import engine_socket_error
+    from sandboxes.settings import SandboxSettings
+
+    unreachable = engine_socket_error()
+    if unreachable is not None:
+        unavailable(f"no Docker engine: {unreachable}")
+    client = docker.from_env()
+    try:
+        client.images.get(SandboxSettings().image)
+    except docker.errors.ImageNotFound:
+        unavailable(f"no sandbox image {SandboxSettings().image}")
+    finally:
+        client.close()
+    _run("code_throughput.py")

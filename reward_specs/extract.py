@@ -15,6 +15,7 @@ __all__ = ["Fallback", "answer_is", "extract_answer", "last_boxed"]
 Fallback = Literal["answer_is"]
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
+_TOKEN = re.compile(r"[^\s$]+")
 
 
 def _balanced(text: str, start: int, stop: int) -> str | None:
@@ -55,7 +56,7 @@ def last_boxed(text: str) -> str | None:
                 return content.strip()
             unclosed = end
         elif end < len(text) and match.group(0).endswith(" "):
-            token = re.match(r"[^\s$]+", text[end:])
+            token = _TOKEN.match(text, end)  # from `end`, not a copy of the rest of the text
             if token:
                 return token.group(0).strip()
     return None

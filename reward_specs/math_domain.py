@@ -33,7 +33,7 @@ from reward_specs.scorer import (
     Scorer,
 )
 
-__all__ = ["SCORER", "MathConfig", "MathReference", "equivalent"]
+__all__ = ["SCORER", "MathConfig", "MathReference", "equivalent", "math_answer_key"]
 
 
 class MathConfig(DomainConfig):
@@ -175,6 +175,13 @@ def score_math(
     )
 
 
+def math_answer_key(response: str, config: MathConfig) -> str:
+    """All that `score_math` reads of a response: the extracted answer and where it was found
+    (the last `\\boxed{}`, else the fallbacks; each a single linear scan)."""
+    answer, source = extract_answer(response, config.fallbacks)
+    return "none" if answer is None else f"{source}:{answer}"
+
+
 def _examples() -> list[Example]:
     return [
         Example({"answer": "0.5"}, "Halving gives \\boxed{\\frac{1}{2}}."),
@@ -192,4 +199,5 @@ SCORER: Scorer[MathReference, MathConfig] = Scorer(
     executor="process",
     libraries=("math-verify", "latex2sympy2_extended", "sympy", "antlr4-python3-runtime"),
     description="Final answer (last \\boxed{}) checked for equivalence with math-verify; 0/1.",
+    answer_key=math_answer_key,
 )

@@ -73,9 +73,18 @@ def test_puzzle_keys_ignore_the_reasoning() -> None:
     assert _key("<think>so <answer>7</answer>") == _key("no idea")
 
 
+def test_math_keys_are_the_final_answer() -> None:
+    assert _key("so \\boxed{2}", "math") == _key("thus, surely, \\boxed{ 2 }", "math")
+    assert _key("so \\boxed{2}", "math") != _key("so \\boxed{3}", "math")
+    # the fallback is part of the key: "the answer is 2" is not the boxed 2 (details differ)
+    assert _key("so \\boxed{2}", "math") != _key("so the answer is 2", "math")
+    assert _key("first the answer is 2", "math") == _key("then the answer is 2.", "math")
+
+
 def test_domains_without_an_answer_key_use_the_whole_response() -> None:
-    assert _key("so \\boxed{2}", "math") != _key("thus \\boxed{2}", "math")
-    assert _key("so \\boxed{2}", "math") == _key("so \\boxed{2}", "math")
+    # IFEval judges the whole text: no two different responses share a key.
+    assert _key("One two.", "ifeval") != _key("One two three.", "ifeval")
+    assert _key("One two.", "ifeval") == _key("One two.", "ifeval")
 
 
 def test_length_fields_and_trailing_loops_stay_in_the_key() -> None:

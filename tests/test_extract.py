@@ -205,3 +205,8 @@ def test_answer_is_trims_as_the_regexes_did(parts: list[str]) -> None:
 def test_answer_is_reads_long_runs_in_one_pass() -> None:
     assert answer_is("the answer is 7" + " \t" * 100_000 + "x") == "7" + " \t" * 100_000 + "x"
     assert answer_is("the answer is " + "$" * 200_000 + "x") == "x"
+
+
+def test_many_brace_less_boxes_without_a_token_are_read_in_one_pass() -> None:
+    # Each `\boxed ` followed by `$` has no token; checking one must not copy the rest of the text.
+    assert last_boxed("\\boxed 7 " + "\\boxed $" * 40_000) == "7"

@@ -155,7 +155,7 @@ def item_key(
     )
 
 
-def _scored_text(spec: Spec, item: ItemFields, registry: Registry | None) -> str | tuple[str, ...]:
+def _scored_text(spec: Spec, item: ItemFields, registry: Registry | None) -> object:
     """The response, or ("answer", trailing loop, answer key) when its scorer's key applies."""
     if registry is None or item.domain not in registry:
         return item.response
@@ -172,7 +172,7 @@ def _scored_text(spec: Spec, item: ItemFields, registry: Registry | None) -> str
         return item.response
     repetition = spec.termination.repetition
     loop = trailing_loop(item.response, repetition) if repetition is not None else None
-    return ("answer", str(loop), key)
+    return ("answer", loop, key)
 
 
 def _validation_message(exc: ValidationError) -> str:

@@ -15,6 +15,8 @@ import pytest
 
 from reward_specs import default_registry, item_key, load_specs
 from reward_specs.engine import canonical_json, strip_reasoning
+from reward_specs.puzzle_domain import PuzzleConfig, puzzle_answer_key
+from reward_specs.puzzles import gym
 from service.schemas import ScoreItem
 from tests.helpers import Server, score
 
@@ -98,8 +100,6 @@ def test_length_fields_and_trailing_loops_stay_in_the_key() -> None:
 
 
 def test_shared_items_keep_their_own_termination_penalties(client: httpx.Client) -> None:
-    from reward_specs.puzzles import gym
-
     gold = str(gym.entry_for("basic_arithmetic", {}, 1, 0)["answer"])
     items = [
         {"id": "stop", "domain": "puzzle", "response": f"a <answer>{gold}</answer>"},
@@ -130,7 +130,5 @@ def test_strip_reasoning(text: str, expected: str) -> None:
 def test_with_fallbacks_the_whole_response_is_the_key() -> None:
     # Fallback scans (JSON above all) are not cheap on hostile text; the service computes keys in
     # its own process, so with fallbacks it leaves extraction to the workers.
-    from reward_specs.puzzle_domain import PuzzleConfig, puzzle_answer_key
-
     assert puzzle_answer_key("a <answer>7</answer>", PuzzleConfig()) == "tag:7"
     assert puzzle_answer_key("a <answer>7</answer>", PuzzleConfig(fallbacks=("json",))) is None

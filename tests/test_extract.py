@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reasoning_gym.utils import extract_answer as reasoning_gym_answer
 
-from reward_specs.extract import answer_is, extract_answer, last_boxed
+from reward_specs.extract import _ANSWER_IS, _SENTENCE_END, answer_is, extract_answer, last_boxed
+from reward_specs.puzzles.answers import extract_answer as extract_puzzle_answer
 
 
 @pytest.mark.parametrize(
@@ -98,8 +102,6 @@ def test_last_box_content_is_recovered(before: str, content: str, after: str) ->
 
 def _naive_last_boxed(text: str) -> str | None:
     """The obvious quadratic reading of "the last complete box", to check the linear one against."""
-    import re
-
     for match in reversed(list(re.finditer(r"\\(?:boxed|fbox)\s*", text))):
         end = match.end()
         if end < len(text) and text[end] == "{":
@@ -150,10 +152,6 @@ puzzle_tokens = st.lists(
 def test_puzzle_answer_is_reasoning_gyms(parts: list[str]) -> None:
     # Our extractor finds the tags without the regex (which is quadratic in unclosed tags); the
     # answer must be the one Reasoning Gym's own `extract_answer` reads, empty meaning none.
-    from reasoning_gym.utils import extract_answer as reasoning_gym_answer
-
-    from reward_specs.puzzles.answers import extract_answer as extract_puzzle_answer
-
     text = "".join(parts)
     expected = reasoning_gym_answer(text)
     answer, source = extract_puzzle_answer(text)
@@ -162,8 +160,6 @@ def test_puzzle_answer_is_reasoning_gyms(parts: list[str]) -> None:
 
 
 def test_a_flood_of_unclosed_tags_is_read_in_one_pass() -> None:
-    from reward_specs.puzzles.answers import extract_answer as extract_puzzle_answer
-
     # 256 KB of opening tags: the regex would retry each one against the rest of the text
     # (minutes); the service computes this key in its own process, so it must not.
     flood = "<answer>" * 32_768
@@ -173,10 +169,6 @@ def test_a_flood_of_unclosed_tags_is_read_in_one_pass() -> None:
 
 def _answer_is_by_regex(text: str) -> str | None:
     """`answer_is` as first written, with the trimming regexes (quadratic on long runs)."""
-    import re
-
-    from reward_specs.extract import _ANSWER_IS, _SENTENCE_END
-
     matches = list(_ANSWER_IS.finditer(text))
     if not matches:
         return None

@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from typing import IO, Any
 
 from sandboxes._pool import SupervisorPool
@@ -86,6 +87,10 @@ class ProcessChannel:
         self._jailed = jailed
         self._lease = lease
         self._workdir = workdir
+        # The pool's close and a run's retirement may close one channel at the same time; a
+        # second pass would close the uid lease's descriptor again, by then maybe someone else's.
+        self._close_lock = threading.Lock()
+        self._closed = False
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
         try:
             self._proc = subprocess.Popen(
@@ -127,6 +132,13 @@ class ProcessChannel:
         return self._stderr.read(4000).decode("utf-8", "replace").strip()
 
     def close(self) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._shut_down()
+
+    def _shut_down(self) -> None:
         if self._proc.poll() is None:
             if self._jailed:
                 # bwrap's child is the jail's init (the supervisor): killing it from out here ends

@@ -26,7 +26,7 @@ import logging
 import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
@@ -49,6 +49,7 @@ __all__ = [
     "PuzzleConfig",
     "PuzzleReference",
     "puzzle_answer_key",
+    "puzzle_workload",
     "score_puzzle",
     "scorer_exception_counts",
 ]
@@ -323,6 +324,13 @@ def puzzle_answer_key(response: str, config: PuzzleConfig) -> str | None:
     return "none" if answer is None else f"{source}:{answer}"
 
 
+def puzzle_workload(reference: Mapping[str, Any]) -> str | None:
+    """The task: what a puzzle costs to score depends on it (sympy-backed tasks take milliseconds,
+    most others microseconds)."""
+    task = reference.get("task")
+    return task if isinstance(task, str) else None
+
+
 def _score_answer(
     answer: str | None, source: str, reference: PuzzleReference, config: PuzzleConfig
 ) -> Judgement:
@@ -380,4 +388,5 @@ SCORER: Scorer[PuzzleReference, PuzzleConfig] = Scorer(
         "validators for boxnet and graph_color); continuous."
     ),
     answer_key=puzzle_answer_key,
+    workload=puzzle_workload,
 )

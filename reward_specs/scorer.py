@@ -85,6 +85,7 @@ R = TypeVar("R", bound=ReferenceModel)
 
 ScoreFn = Callable[[str, R, C, ScoreContext], Judgement]
 AnswerKeyFn = Callable[[str, C], str | None]
+WorkloadFn = Callable[[Mapping[str, Any]], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,3 +114,9 @@ class Scorer(Generic[R, C]):
     GRPO group, 16 differently worded responses often hold two or three distinct answers. It must
     be pure, never raise, and cost far less than `score`; None (the default, or as a result)
     means the whole response counts."""
+    workload: WorkloadFn | None = None
+    """A label for what scoring an item costs, read from its raw (unvalidated) reference: the
+    puzzle's task, say. Items with equal labels should take alike times to score. The service
+    learns each label's typical time and hands the costliest items to its workers first, so that
+    one slow item does not finish a batch alone on one core. It only orders work, never changes a
+    verdict; it must be pure and cheap, and None (the default, or as a result) means "typical"."""

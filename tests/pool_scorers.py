@@ -8,6 +8,8 @@
 - `count`: declares the response's last line as its answer key and reports in `details.call` how
   many times its worker process has called it, so a test sees which items were scored apart;
 - `bad_key`: like `count`, but its answer key raises (the service must fall back to the response).
+- `ordered`: sleeps `reference.seconds`, labels its workload by `reference.kind` and reports in
+  `details.call` the order in which its worker process scored it (scheduling tests).
 
 `tests.pool_scorers:broken_in_workers` is a registry whose worker processes cannot start.
 """
@@ -17,7 +19,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from reward_specs import (
     SCORERS,
@@ -75,6 +79,21 @@ def _count(response: str, ref: ReferenceModel, config: _Config, ctx: ScoreContex
     return Judgement(score=1.0, success=True, parsed=True, details={"call": _calls})
 
 
+_ordered_calls = 0
+
+
+def _ordered(response: str, ref: SleepReference, config: _Config, ctx: ScoreContext) -> Judgement:
+    global _ordered_calls
+    _ordered_calls += 1
+    time.sleep(ref.seconds)
+    return Judgement(score=1.0, success=True, parsed=True, details={"call": _ordered_calls})
+
+
+def _kind(reference: Mapping[str, Any]) -> str | None:
+    kind = reference.get("kind")
+    return kind if isinstance(kind, str) else None
+
+
 def _last_line(response: str, config: _Config) -> str:
     return response.rsplit("\n", 1)[-1]
 
@@ -92,6 +111,7 @@ def registry() -> Registry:
             Scorer("crash_once", _Config, MarkerReference, _crash_once, lambda: []),
             Scorer("count", _Config, ReferenceModel, _count, lambda: [], answer_key=_last_line),
             Scorer("bad_key", _Config, ReferenceModel, _count, lambda: [], answer_key=_raising_key),
+            Scorer("ordered", _Config, SleepReference, _ordered, lambda: [], workload=_kind),
         ]
     )
 

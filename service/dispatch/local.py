@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from sandboxes import SandboxBackend, SandboxError, open_backend
+from service.dispatch.costs import CostModel
 from service.dispatch.pool import WorkerPool
 from service.settings import Settings
 
@@ -36,6 +37,7 @@ class LocalDispatcher:
             memory_mb=settings.worker_memory_mb,
             chunk_size=settings.chunk_size,
         )
+        self.costs = CostModel(registry)
         self._threads = ThreadPoolExecutor(
             settings.thread_workers, thread_name_prefix="proctor-score"
         )
@@ -73,11 +75,16 @@ class LocalDispatcher:
             else:
                 in_pool.append(position)  # unknown domains too: the engine answers `invalid`
 
-        pool_future = self.pool.submit(spec.name, [items[p] for p in in_pool], deadline)
+        pool_items = [items[p] for p in in_pool]
+        labels = [self.costs.label(item) for item in pool_items]
+        pool_future = self.pool.submit(
+            spec.name, pool_items, deadline, self.costs.estimates(labels)
+        )
         thread_outcomes = await asyncio.gather(
             *(self._run_in_thread(spec, items[p], deadline) for p in in_threads)
         )
         pool_outcomes: list[Outcome] = await asyncio.wrap_future(pool_future)
+        self.costs.observe(labels, pool_outcomes)
         outcomes = dict(zip(in_threads, thread_outcomes, strict=True))
         outcomes.update(zip(in_pool, pool_outcomes, strict=True))
         return [outcomes[position] for position in range(len(items))]

@@ -40,7 +40,7 @@ from typing import Any
 from reward_specs import Item, Outcome
 from service.dispatch.worker import worker_main
 
-__all__ = ["PoolStats", "WorkerPool"]
+__all__ = ["PoolStats", "WorkerPool", "plan_chunks"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class _Batch:
     future: Future[list[Outcome]]
     results: list[Outcome | None]
     remaining: int
+    costs: Sequence[float] | None = None
     strikes: dict[int, int] = field(default_factory=dict)
     done: bool = False
 
@@ -114,6 +115,34 @@ class PoolStats:
     poison_items: int = 0
     pending_chunks: int = 0
     broken: str | None = None
+
+
+def plan_chunks(
+    n: int, size: int, workers: int, costs: Sequence[float] | None = None
+) -> list[list[int]]:
+    """Positions 0..n-1 cut into chunks of at most `size`, in the order they are handed out.
+
+    Without costs: request order. With costs (one estimate per position): costliest first
+    (longest-processing-time-first scheduling), and a chunk also closes once it holds a
+    `1 / (8 * workers)` share of the batch's estimated cost, so costly items travel alone or in
+    small chunks while cheap ones travel in full ones, and the batch ends with cheap chunks that
+    spread over every worker rather than with one slow item keeping one worker busy."""
+    if costs is None:
+        return [list(range(start, min(n, start + size))) for start in range(0, n, size)]
+    order = sorted(range(n), key=lambda p: -costs[p])
+    share = sum(costs) / (8 * workers)
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    spent = 0.0
+    for position in order:
+        current.append(position)
+        spent += costs[position]
+        if len(current) >= size or spent >= share:
+            chunks.append(current)
+            current, spent = [], 0.0
+    if current:
+        chunks.append(current)
+    return chunks
 
 
 class WorkerPool:
@@ -166,9 +195,19 @@ class WorkerPool:
         self._thread.start()
 
     def submit(
-        self, spec_name: str, items: Sequence[Item], deadline: float
+        self,
+        spec_name: str,
+        items: Sequence[Item],
+        deadline: float,
+        costs: Sequence[float] | None = None,
     ) -> Future[list[Outcome]]:
-        """Score `items` under spec `spec_name`; `deadline` is a `time.monotonic()` instant."""
+        """Score `items` under spec `spec_name`; `deadline` is a `time.monotonic()` instant.
+
+        `costs`, one estimate per item in any unit, orders the work: the costliest items go out
+        first, in chunks of about equal cost, so the batch ends with cheap ones spread over every
+        worker rather than with one slow item on one worker (see `plan_chunks`)."""
+        if costs is not None and len(costs) != len(items):
+            raise ValueError(f"{len(costs)} costs for {len(items)} items")
         future: Future[list[Outcome]] = Future()
         if not items:
             future.set_result([])
@@ -176,7 +215,7 @@ class WorkerPool:
         if self._stopping:
             future.set_exception(RuntimeError("the worker pool is stopped"))
             return future
-        batch = _Batch(spec_name, items, deadline, future, [None] * len(items), len(items))
+        batch = _Batch(spec_name, items, deadline, future, [None] * len(items), len(items), costs)
         self._inbox.put(batch)
         self._wake()
         return future
@@ -256,10 +295,8 @@ class WorkerPool:
                 continue
             self._batches.append(batch)
             size = self._chunk_size(len(batch.items))
-            positions = list(range(len(batch.items)))
-            for start in range(0, len(positions), size):
-                chunk = _Chunk(next(self._chunk_ids), batch, positions[start : start + size])
-                self._pending.append(chunk)
+            for positions in plan_chunks(len(batch.items), size, self.size, batch.costs):
+                self._pending.append(_Chunk(next(self._chunk_ids), batch, positions))
 
     def _chunk_size(self, n: int) -> int:
         if self.chunk_size:

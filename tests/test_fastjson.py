@@ -39,3 +39,14 @@ def test_a_lone_surrogate_is_written_with_ascii_escapes() -> None:
     body = dump_json(result)
     assert body.isascii()
     assert json.loads(body)["details"]["extracted"] == "a\ud800b"
+
+
+def test_a_batch_sharing_result_objects_is_written_as_pydantic_writes_it() -> None:
+    shared = _result(reward=1.0, score=1.0, details={"extracted": "42"})
+    other = _result(reward=0.0, score=0.0, details={"reason": "no_answer"})
+    results = [shared, other, shared, shared, _result(id="x", elapsed_ms=0.5), other]
+    response = ScoreResponse(spec=SpecSummary(name="s", version="1", hash="h"), results=results)
+    assert dump_json(response) == response.model_dump_json().encode()
+    odd = [shared, _result(details={"set": {1}}), shared]  # one value only pydantic writes
+    response = ScoreResponse(spec=SpecSummary(name="s", version="1", hash="h"), results=odd)
+    assert dump_json(response) == response.model_dump_json().encode()

@@ -14,9 +14,11 @@ Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinne
   wrong_answer, runtime_error, timeout, memory, output_limit), CPU time and a short diff.
 - Test formats. `stdio` (Python, C++): one sandboxed execution per test, stdout compared as in
   `reward_specs.code.stdio`. `fn_name` + `cases` and `asserts` in Python: one execution of the
-  trusted harness `sandboxes/runners/py_harness.py`, which loads the solution once, then runs
-  the tests in order in a forked child, as a test file would; a test that crashes its process
-  fails alone and a fresh child carries on with the next one. `fn_name` in C++: the solution is
+  trusted harness `sandboxes/runners/py_harness.py`, which loads the solution, then runs the
+  tests in order in the same process, as a test file would; a test that ends its process
+  (`os._exit`, a signal, a crash) fails alone, and a fresh run of the harness (the solution
+  loaded anew) carries on with the next one, within what is left of the same budget and
+  backstop. `fn_name` in C++: the solution is
   compiled with `sandboxes/runners/cpp_harness.hpp` (a free function, or a method of a class
   `Solution` when the code defines one) and each case is one execution. In every case only
   values leave the sandbox and the verdict is computed here, so expected values never enter it
@@ -37,7 +39,7 @@ import json
 import marshal
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -232,7 +234,9 @@ def _cpp_fn_request(code: bytes, tests: FnTests, config: CodeConfig) -> RunReque
     )
 
 
-def _harness_request(code: bytes, job: dict[str, Any], config: CodeConfig) -> RunRequest:
+def _harness_request(
+    code: bytes, job: dict[str, Any], config: CodeConfig, limits: Limits
+) -> RunRequest:
     job = {**job, "solution": "solution.py", "max_value_bytes": config.max_value_bytes}
     magic, bytecode = harness_bytecode()
     return RunRequest(
@@ -244,7 +248,7 @@ def _harness_request(code: bytes, job: dict[str, Any], config: CodeConfig) -> Ru
             "job.marshal": marshal.dumps(job),
         },
         executions=[Execution(("python3", "-I", PY_RUN, magic, "job.marshal"))],
-        limits=_limits(config),
+        limits=limits,
     )
 
 
@@ -323,6 +327,8 @@ class _HarnessOutput:
     values: dict[int, dict[str, Any]]
     exits: dict[int, dict[str, Any]]
     tampered: set[int]
+    fatal_from: int = 0
+    """The first test the fatal error applies to (the `first` of the run that reported it)."""
 
 
 def _read_harness(stdout: bytes) -> _HarnessOutput:
@@ -433,19 +439,22 @@ def _judge_cpp_fn(run: RunResult, tests: FnTests, config: CodeConfig) -> list[_T
 
 
 def _judge_harness(
-    run: RunResult, tests: FnTests | AssertTests, plans: Sequence[AssertPlan], config: CodeConfig
+    runs: Sequence[ExecutionResult],
+    out: _HarnessOutput,
+    tests: FnTests | AssertTests,
+    plans: Sequence[AssertPlan],
+    config: CodeConfig,
 ) -> list[_TestResult]:
-    (ex,) = run.executions
-    out = _read_harness(ex.stdout)
     limit = config.diff_chars
-    # A test the harness never reported failed the way the whole run did.
-    unfinished: TestStatus = _FAILED_RUN.get(ex.status, "runtime_error")
+    # A test the harness never reported failed the way the last run did.
+    last = runs[-1]
+    unfinished: TestStatus = _FAILED_RUN.get(last.status, "runtime_error")
     results = []
     for i in range(_count(tests)):
         exit_info = out.exits.get(i, {})
         cpu = out.values.get(i, exit_info).get("cpu_s", 0.0)
         time = float(cpu) if isinstance(cpu, (int, float)) else 0.0
-        if out.fatal is not None:
+        if out.fatal is not None and i >= out.fatal_from:
             result = _TestResult("runtime_error", error=out.fatal)
         elif i in out.tampered:
             result = _TestResult("runtime_error", error="result reported twice")
@@ -462,11 +471,74 @@ def _judge_harness(
         elif exit_info:
             result = _TestResult("runtime_error", error=f"exited ({exit_info.get('exit')})")
         else:
-            error = _run_error(ex, limit) if unfinished == "runtime_error" else None
+            error = _run_error(last, limit) if unfinished == "runtime_error" else None
             result = _TestResult(unfinished, error=error)
         result.time = time
         results.append(result)
     return results
+
+
+def _run_harness(
+    source: bytes,
+    job: dict[str, Any],
+    total: int,
+    config: CodeConfig,
+    sandbox: SandboxBackend,
+) -> tuple[list[ExecutionResult], _HarnessOutput]:
+    """Run the harness on tests 0.., and again from the next test each time a test ended the
+    harness's process (os._exit, a signal, a crash), until every test has a result or the run
+    was stopped by the sandbox. The runs share the CPU budget and the wall-clock backstop.
+
+    Returns every run's execution (a final `skipped` one when the budget ran out between runs)
+    and their results merged: an index reported twice, in one run or across runs, is void."""
+    limits = _limits(config)
+    merged = _HarnessOutput(fatal=None, values={}, exits={}, tampered=set())
+    runs: list[ExecutionResult] = []
+    first = 0
+    while True:
+        run = sandbox.run(_harness_request(source, {**job, "first": first}, config, limits))
+        if len(run.executions) != 1:
+            raise RuntimeError(
+                f"sandbox {sandbox.name!r} returned {len(run.executions)} results for 1 execution"
+            )
+        (ex,) = run.executions
+        runs.append(ex)
+        out = _read_harness(ex.stdout)
+        for table, merged_table in ((out.values, merged.values), (out.exits, merged.exits)):
+            for i, msg in table.items():
+                if i in merged_table:
+                    merged.tampered.add(i)
+                merged_table[i] = msg
+        merged.tampered |= out.tampered
+        if out.fatal is not None:
+            merged.fatal, merged.fatal_from = out.fatal, first
+            break
+        if ex.stopped or ex.status == "skipped":
+            break
+        died = next((i for i in range(first, total) if i not in out.values), None)
+        if died is None:
+            break
+        # Test `died` ended the process: it fails alone, and a fresh run takes the next one.
+        reported = sum(
+            float(m["cpu_s"])
+            for m in out.values.values()
+            if isinstance(m.get("cpu_s"), (int, float))
+        )
+        merged.exits[died] = {
+            "exit": ex.exit_code,
+            "signal": ex.signal,
+            "cpu_s": max(0.0, round(ex.cpu_s - reported, 6)),
+        }
+        first = died + 1
+        if first >= total:
+            break
+        cpu_left = limits.cpu_budget_s - ex.cpu_s
+        wall_left = limits.wall_cap_s - ex.wall_s
+        if cpu_left <= 0 or wall_left <= 0:
+            runs.append(ExecutionResult(status="skipped"))
+            break
+        limits = replace(limits, cpu_budget_s=cpu_left, wall_cap_s=wall_left)
+    return runs, merged
 
 
 # ----------------------------------------------------------------- the scorer
@@ -496,49 +568,28 @@ def _run_and_judge(
 ) -> Judgement:
     language, tests = reference.language, reference.tests
     source = code.encode("utf-8", "surrogateescape")
-    plans: list[AssertPlan] = []
-    if isinstance(tests, StdioTests):
-        request = _stdio_request(source, language, tests, config)
-    elif isinstance(tests, FnTests) and language == "cpp":
-        request = _cpp_fn_request(source, tests, config)
-    elif isinstance(tests, FnTests):
-        job = {"mode": "call", "fn_name": tests.fn_name, "tests": [c.args for c in tests.cases]}
-        request = _harness_request(source, job, config)
+    if isinstance(tests, StdioTests) or (isinstance(tests, FnTests) and language == "cpp"):
+        results, executions = _run_programs(source, language, tests, config, sandbox)
     else:
-        plans = [parse_assert(a) for a in tests.asserts]
-        job = {"mode": "eval", "setup": tests.setup, "tests": [list(p.probes) for p in plans]}
-        request = _harness_request(source, job, config)
+        plans: list[AssertPlan] = []
+        if isinstance(tests, FnTests):
+            job: dict[str, Any] = {
+                "mode": "call",
+                "fn_name": tests.fn_name,
+                "tests": [c.args for c in tests.cases],
+            }
+        else:
+            plans = [parse_assert(a) for a in tests.asserts]
+            job = {"mode": "eval", "setup": tests.setup, "tests": [list(p.probes) for p in plans]}
+        executions, out = _run_harness(source, job, _count(tests), config, sandbox)
+        results = _judge_harness(executions, out, tests, plans, config)
+    if isinstance(results, Judgement):
+        return results
 
-    run = sandbox.run(request)
-
-    if (
-        run.build is not None
-        and run.build.exit_code == 127
-        and _COULD_NOT_START in run.build.stderr
-    ):
-        raise SandboxError(f"the sandbox has no working compiler: {_tail(run.build.stderr, 300)}")
-    if run.build is not None and run.build.status != "ok":
-        return _zero(
-            "compile_error",
-            status=run.build.status,
-            error=_tail(run.build.stderr or run.build.stdout, 4 * config.diff_chars),
-        )
-    if len(run.executions) != len(request.executions):
-        raise RuntimeError(
-            f"sandbox {sandbox.name!r} returned {len(run.executions)} results "
-            f"for {len(request.executions)} executions"
-        )
-    if isinstance(tests, StdioTests):
-        results = _judge_stdio(run, tests, config)
-    elif isinstance(tests, FnTests) and language == "cpp":
-        results = _judge_cpp_fn(run, tests, config)
-    else:
-        results = _judge_harness(run, tests, plans, config)
-
-    cpu_s = run.cpu_s
+    cpu_s = sum(e.cpu_s for e in executions)
     passed = sum(r.status == "passed" for r in results)
     over_budget = cpu_s > config.budget_s or any(
-        e.status in ("timeout", "skipped") for e in run.executions
+        e.status in ("timeout", "skipped") for e in executions
     )
     details: dict[str, Any] = {
         "passed": passed,
@@ -551,6 +602,42 @@ def _run_and_judge(
     return Judgement(
         score=passed / len(results), success=passed == len(results), parsed=True, details=details
     )
+
+
+def _run_programs(
+    source: bytes,
+    language: Language,
+    tests: StdioTests | FnTests,
+    config: CodeConfig,
+    sandbox: SandboxBackend,
+) -> tuple[list[_TestResult] | Judgement, Sequence[ExecutionResult]]:
+    """stdio tests (Python, C++) and C++ fn_name: one execution per test, in one request; a
+    compile error is the response's Judgement."""
+    if isinstance(tests, StdioTests):
+        request = _stdio_request(source, language, tests, config)
+    else:
+        request = _cpp_fn_request(source, tests, config)
+    run = sandbox.run(request)
+    if (
+        run.build is not None
+        and run.build.exit_code == 127
+        and _COULD_NOT_START in run.build.stderr
+    ):
+        raise SandboxError(f"the sandbox has no working compiler: {_tail(run.build.stderr, 300)}")
+    if run.build is not None and run.build.status != "ok":
+        return _zero(
+            "compile_error",
+            status=run.build.status,
+            error=_tail(run.build.stderr or run.build.stdout, 4 * config.diff_chars),
+        ), run.executions
+    if len(run.executions) != len(request.executions):
+        raise RuntimeError(
+            f"sandbox {sandbox.name!r} returned {len(run.executions)} results "
+            f"for {len(request.executions)} executions"
+        )
+    if isinstance(tests, StdioTests):
+        return _judge_stdio(run, tests, config), run.executions
+    return _judge_cpp_fn(run, tests, config), run.executions
 
 
 _CACHE: SingleFlightCache[Judgement] = SingleFlightCache(CACHE_SIZE)

@@ -119,6 +119,7 @@ def decode_result(obj: Any) -> ExecutionResult:
         stderr=base64.b64decode(obj.get("stderr", "")),
         cpu_s=float(obj.get("cpu_s", 0.0)),
         wall_s=float(obj.get("wall_s", 0.0)),
+        stopped=bool(obj.get("stopped", False)),
     )
 
 
@@ -225,7 +226,9 @@ class Supervisor:
             if oom
             else b"sandbox: the program killed its supervisor"
         )
-        dead = ExecutionResult(status="memory" if oom else "runtime_error", stderr=reason)
+        dead = ExecutionResult(
+            status="memory" if oom else "runtime_error", stderr=reason, stopped=True
+        )
         skipped = ExecutionResult(status="skipped")
         if request.build is not None and build is None:
             return RunResult(executions=tuple(skipped for _ in request.executions), build=dead)

@@ -76,6 +76,11 @@ class ExecutionResult:
     stderr: bytes = b""
     cpu_s: float = 0.0
     wall_s: float = 0.0
+    stopped: bool = False
+    """The sandbox ended this execution (CPU budget, wall-clock backstop, output limit, the
+    supervisor's memory poll, or the whole sandbox died); False when it ended by itself (exit,
+    crash, a signal the supervisor did not send, the kernel's OOM killer included) or was
+    skipped."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -625,6 +625,7 @@ def _run_step(
         "cpu_s": round(cpu, 6),
         "wall_s": round(wall, 6),
         "oom_killed": oom_killed,
+        "stopped": killed_for is not None or sig == signal.SIGXCPU,
     }
     return result, cpu, len(killed)
 

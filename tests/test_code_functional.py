@@ -451,6 +451,40 @@ PY_FN = [
         2 / 3,
         ("passed", "runtime_error", "passed"),
     ),
+    # Every test ends its process: each fails alone, each in a fresh run.
+    Case(
+        "py-asserts-exit-every-test",
+        "python",
+        SQUARE_ASSERTS,
+        py("import os\ndef square(x):\n    os._exit(7)"),
+        0.0,
+        ("runtime_error",) * 4,
+    ),
+    # A SIGKILL the sandbox did not send (here the program's own) fails that test only.
+    Case(
+        "py-asserts-sigkill-one",
+        "python",
+        SQUARE_ASSERTS,
+        py(
+            "import os, signal\ndef square(x):\n"
+            "    if x < 0: os.kill(os.getpid(), signal.SIGKILL)\n    return x * x"
+        ),
+        0.75,
+        ("passed", "runtime_error", "passed", "passed"),
+    ),
+    # The fresh runs after a crash share the one CPU budget.
+    Case(
+        "py-asserts-budget-across-crashes",
+        "python",
+        SQUARE_ASSERTS,
+        py(
+            "import os, time\ndef square(x):\n    t = time.process_time()\n"
+            "    while time.process_time() - t < 0.4:\n        pass\n    os._exit(0)"
+        ),
+        0.0,
+        reason="budget_exceeded",
+        config={"budget_s": 1.0, "wall_cap_s": 10.0},
+    ),
     # A missing function is a runtime error of every case.
     Case(
         "py-fn-missing",

@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 PY_HARNESS = "py_harness.py"
-"""Loads a Python solution once and evaluates the tests in a forked child (see its docstring)."""
+"""Loads a Python solution and runs the tests in order in its own process (see its docstring)."""
 PY_RUN = "py_run.py"
 """Starts the harness from byte code compiled by the scorer (`harness_bytecode`), if it can."""
 PY_HARNESS_BIN = "py_harness.bin"

@@ -1,20 +1,22 @@
-"""Runs INSIDE the sandbox: load a Python solution once, then run its tests in a forked child.
+"""Runs INSIDE the sandbox: load a Python solution, then run its tests in order in this process.
 
 Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `marshal.dumps`;
 usually started through py_run.py, from byte code the scorer compiled)
 
     {"solution": "solution.py", "setup": "<code run after the solution>", "mode": "call"|"eval",
-     "fn_name": "solve", "tests": [...], "max_value_bytes": 65536}
+     "fn_name": "solve", "tests": [...], "first": 0, "max_value_bytes": 65536}
 
-- mode "call": tests[i] is a list of positional arguments; the child calls `fn_name(*args)` (a
+- mode "call": tests[i] is a list of positional arguments; the harness calls `fn_name(*args)` (a
   top-level function, else a method of a top-level class `Solution`, instantiated per test).
-- mode "eval": tests[i] is a list of expressions; the child evaluates each one.
+- mode "eval": tests[i] is a list of expressions; the harness evaluates each one.
 
-The solution's top level and the setup run once, in this process, with `__name__ ==
-"solution"`. The tests then run in order in ONE forked child, as they would in a test file
-(state carries over from one test to the next). When that child dies (a crash, `os._exit`, a
-signal), the test it was running fails alone and a fresh child, forked from this untouched
-process, carries on with the next test.
+The solution's top level and the setup run with `__name__ == "solution"`, then tests `first`..
+run in order in this same process, as they would in a test file (state carries over from one
+test to the next). Each result line is written as soon as its test ends. When a test kills the
+process (a crash, `os._exit`, a signal), the results before it are already out; the scorer
+counts that test as failed and starts a fresh run of the harness at the next test (`first`), so
+the next test starts from the freshly loaded solution. No second process: a fork per response
+would cost more CPU than the ten tests of a typical response.
 
 Only VALUES leave the sandbox: each result is serialised to a tagged JSON form (tuples, sets,
 dicts with any keys, bytes, non-finite floats and huge ints kept apart) and the verdict is
@@ -26,7 +28,6 @@ stderr; results go to the original stdout, one line each:
 
     \x1ePROCTOR {"i": 3, "values": [{"ok": <tagged>} | {"err": "TypeError: ..."}, ...],
                  "cpu_s": 0.001}
-    \x1ePROCTOR {"i": 4, "exit": 0, "signal": 11, "cpu_s": 0.002}   (test 4 killed its process)
     \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "solution"|"setup"}
 
 No `json` or `typing` here: importing them would cost more CPU than the tests themselves, and
@@ -180,24 +181,12 @@ def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], 
     return line
 
 
-def _run_from(
-    first: int, log: int, mode: str, tests: list[Any], fn: Any, ns: dict[str, Any], limit: int
-) -> None:
-    """In a forked child: tests first.. in order, each result appended to the log as it ends."""
-    for i in range(first, len(tests)):
-        line = (f"{i}\t" + _run_test(i, mode, tests[i], fn, ns, limit) + "\n").encode()
-        os.write(log, line)  # one write per line: O_APPEND keeps lines whole
-
-
 def main() -> None:
     out = os.dup(1)
     os.dup2(2, 1)  # the program's own prints go to stderr
     with open(sys.argv[1], "rb") as job_file:
         job = marshal.load(job_file)
     mode, tests, limit = job["mode"], job["tests"], int(job["max_value_bytes"])
-    fork, wait4, exit_ = os.fork, os.wait4, os._exit
-    log_path = os.path.abspath(".harness-log")
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     namespace: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
     stage = "solution"
     try:
@@ -209,7 +198,7 @@ def main() -> None:
             exec(compile(job["setup"], "setup.py", "exec"), namespace)
     except BaseException as exc:  # noqa: BLE001 - recorded as every test's fatal error
         _emit(out, {"fatal": _error(exc), "stage": stage})
-        exit_(0)
+        os._exit(0)
 
     def function() -> Any:
         name = job["fn_name"]
@@ -220,50 +209,15 @@ def main() -> None:
             return getattr(owner(), name)
         raise NameError(f"no function or Solution method named {name!r}")
 
-    # The tests run in order in ONE forked child, as in a test file; when it dies (a crash,
-    # os._exit, a signal), the test it was running fails and a fresh child, forked from the
-    # untouched parent, carries on with the next test.
-    first, offset = 0, 0
-    while first < len(tests):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = fork()
-        if pid == 0:
-            code = 0
-            try:
-                _run_from(first, log, mode, tests, function, namespace, limit)
-            except BaseException:  # noqa: BLE001 - reported as exit code 70
-                code = 70
-            finally:
-                exit_(code)
-        _, status, usage = wait4(pid, 0)
-        with open(log_path, "rb") as log_file:
-            log_file.seek(offset)
-            data = log_file.read()
-        complete = data[: data.rfind(b"\n") + 1]
-        offset += len(complete)
-        done = first
-        batch = []  # written at once: one wake-up of the supervisor, not one per test
-        for raw in complete.splitlines():
-            index, _, line = raw.partition(b"\t")
-            if index.isdigit() and first <= int(index) < len(tests):
-                done = max(done, int(index) + 1)
-                batch.append(_MARK.encode() + line + b"\n")
-        results = b"".join(batch)
-        while results:
-            results = results[os.write(out, results) :]
-        if done < len(tests):
-            _emit(
-                out,
-                {
-                    "i": done,
-                    "exit": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
-                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                    "cpu_s": round(usage.ru_utime + usage.ru_stime, 6),
-                },
-            )
-        first = done + 1
-    exit_(0)
+    # In order, in this process, as in a test file. Each result is written as soon as the test
+    # ends, so that when a later test kills the process (os._exit, a signal, a crash) the scorer
+    # has every result before it and starts a fresh run at the test after the one that died.
+    write = os.write
+    for i in range(int(job.get("first", 0)), len(tests)):
+        line = (_MARK + _run_test(i, mode, tests[i], function, namespace, limit) + "\n").encode()
+        while line:
+            line = line[write(out, line) :]
+    os._exit(0)
 
 
 if __name__ == "__main__":

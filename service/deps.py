@@ -7,7 +7,7 @@ from typing import Annotated, Any, NoReturn
 from fastapi import Depends, HTTPException, Request
 
 from reward_specs import Spec
-from service.schemas import ScoreRequest
+from service.ingest import ScoreBody
 from service.state import AppState
 
 __all__ = ["StateDep", "field_error", "resolve_spec"]
@@ -27,7 +27,7 @@ def field_error(loc: list[str | int], message: str, kind: str, status: int = 422
     raise HTTPException(status_code=status, detail=detail)
 
 
-def resolve_spec(state: AppState, body: ScoreRequest) -> Spec:
+def resolve_spec(state: AppState, body: ScoreBody) -> Spec:
     """The request's spec, after the request-wide checks (unknown spec, too many items)."""
     name = state.settings.default_spec if body.spec is None else body.spec
     spec = state.specs.get(name)

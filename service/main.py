@@ -22,6 +22,7 @@ from service.jobs import JobStore
 from service.metrics import Metrics
 from service.routes import health, puzzles, score
 from service.runtime import settle_heap
+from service.schemas import ScoreRequest
 from service.settings import Settings
 from service.state import AppState
 
@@ -172,14 +173,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _openapi_with_server_facts(app: FastAPI, state: AppState) -> Callable[[], dict[str, Any]]:
-    """The generated schema, plus what only this server knows: its spec names and item limit."""
+    """The generated schema, plus the score request's and what only this server knows: its spec
+    names and item limit."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(
                 title=app.title, version=app.version, summary=app.summary, routes=app.routes
             )
-            request = schema["components"]["schemas"]["ScoreRequest"]["properties"]
+            # The score routes read their bodies themselves (service.ingest): their schema
+            # joins the components here, where their operations point.
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            body = ScoreRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(body.pop("$defs", {}))
+            components["ScoreRequest"] = body
+            request = components["ScoreRequest"]["properties"]
             for option in request["spec"]["anyOf"]:
                 if option.get("type") == "string":
                     option["enum"] = sorted(state.specs)

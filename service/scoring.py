@@ -24,7 +24,8 @@ from reward_specs import (
     reference_key,
 )
 from service.dispatch.base import Dispatcher
-from service.schemas import ErrorInfo, ScoreItem, ScoreResponse, ScoreResult, SpecSummary
+from service.ingest import RequestItem
+from service.schemas import ErrorInfo, ScoreResponse, ScoreResult, SpecSummary
 
 __all__ = ["score_batch", "to_result"]
 
@@ -51,7 +52,7 @@ def to_result(item_id: str | None, outcome: Outcome) -> ScoreResult:
     )
 
 
-def _too_large(item: ScoreItem, max_bytes: int) -> Outcome | None:
+def _too_large(item: RequestItem, max_bytes: int) -> Outcome | None:
     if len(item.response) * 4 <= max_bytes:
         return None  # no code point takes more than 4 bytes: no need to encode
     size = len(item.response.encode("utf-8", "surrogatepass"))
@@ -65,7 +66,7 @@ def _too_large(item: ScoreItem, max_bytes: int) -> Outcome | None:
 
 
 def _resolve_reference(
-    item: ScoreItem,
+    item: RequestItem,
     table: Sequence[dict[str, Any]] | None,
     table_json: dict[int, bytes],
 ) -> tuple[dict[str, Any], bytes] | Outcome:
@@ -96,7 +97,7 @@ def _resolve_reference(
     return table[index], table_json[index]
 
 
-def _fan_out(items: Sequence[ScoreItem], outcomes: list[Outcome | None]) -> list[ScoreResult]:
+def _fan_out(items: Sequence[RequestItem], outcomes: list[Outcome | None]) -> list[ScoreResult]:
     """One result per item that has an outcome; items without an `id` that share an outcome share
     one (immutable) result object."""
     anonymous: dict[int, ScoreResult] = {}
@@ -117,7 +118,7 @@ def _fan_out(items: Sequence[ScoreItem], outcomes: list[Outcome | None]) -> list
 async def score_batch(
     dispatcher: Dispatcher,
     spec: Spec,
-    items: Sequence[ScoreItem],
+    items: Sequence[RequestItem],
     *,
     max_response_bytes: int,
     deadline_s: float,

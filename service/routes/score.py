@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 
 from reward_specs import Spec
 from service.deps import StateDep, resolve_spec
 from service.fastjson import FastJSONRoute, json_response
+from service.ingest import RequestItem, read_score_request
 from service.jobs import Job, TooManyJobs
 from service.schemas import (
     JobAccepted,
     JobStatus,
-    ScoreItem,
-    ScoreRequest,
     ScoreResponse,
     ScoreResult,
     SpecSummary,
@@ -32,7 +32,7 @@ _JOB_SLICE = 1024
 async def _score(
     state: AppState,
     spec: Spec,
-    items: list[ScoreItem],
+    items: Sequence[RequestItem],
     references: list[dict[str, Any]] | None,
     endpoint: str,
 ) -> ScoreResponse:
@@ -51,6 +51,16 @@ async def _score(
     return response
 
 
+_SCORE_REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ScoreRequest"}}},
+    }
+}
+"""The body's schema for the OpenAPI document: the routes read the body themselves
+(`service.ingest`), so FastAPI does not see it; `service.main` adds `ScoreRequest` to the
+components."""
+
 _REFUSALS: dict[int | str, dict[str, Any]] = {
     413: {"description": "The request body exceeds `max_request_bytes` (see /v1/limits)."},
     422: {"description": "A malformed request: `detail[].loc` names the offending field."},
@@ -64,8 +74,10 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
     summary="Score a batch of responses",
     description="One result per item, in the order of `items`. A malformed request is a 422 "
     "naming the field; an unusable item is an `invalid` result and the rest is scored.",
+    openapi_extra=_SCORE_REQUEST_BODY,
 )
-async def score(body: ScoreRequest, state: StateDep) -> Response:
+async def score(request: Request, state: StateDep) -> Response:
+    body = await read_score_request(request)
     spec = resolve_spec(state, body)
     return json_response(await _score(state, spec, body.items, body.references, "score"))
 
@@ -76,8 +88,10 @@ async def score(body: ScoreRequest, state: StateDep) -> Response:
     status_code=202,
     summary="Start a scoring job",
     responses={**_REFUSALS, 429: {"description": "Too many jobs are kept; retry later."}},
+    openapi_extra=_SCORE_REQUEST_BODY,
 )
-async def create_job(body: ScoreRequest, state: StateDep) -> JobAccepted:
+async def create_job(request: Request, state: StateDep) -> JobAccepted:
+    body = await read_score_request(request)
     spec = resolve_spec(state, body)
 
     async def run(job: Job) -> ScoreResponse:

@@ -227,7 +227,8 @@ def _cpp_fn_request(code: bytes, tests: FnTests, config: CodeConfig) -> RunReque
         + f"\nsigned main() {{ return proctor::run({target}); }}\n".encode()
     )
     return RunRequest(
-        files={"main.cpp": main, CPP_HARNESS: runner_source(CPP_HARNESS)},
+        files={"main.cpp": main},
+        shared_files={CPP_HARNESS: runner_source(CPP_HARNESS)},
         build=Execution(("g++", *config.cpp_flags, "-o", "main", "main.cpp")),
         executions=[Execution(("./main",), json.dumps(case.args).encode()) for case in tests.cases],
         limits=_limits(config),
@@ -240,12 +241,12 @@ def _harness_request(
     job = {**job, "solution": "solution.py", "max_value_bytes": config.max_value_bytes}
     magic, bytecode = harness_bytecode()
     return RunRequest(
-        files={
-            "solution.py": code,
+        files={"solution.py": code, "job.marshal": marshal.dumps(job)},
+        # The same bytes objects every time (cached): a backend sends them to a sandbox once.
+        shared_files={
             PY_RUN: runner_source(PY_RUN),
             PY_HARNESS: runner_source(PY_HARNESS),
             PY_HARNESS_BIN: bytecode,
-            "job.marshal": marshal.dumps(job),
         },
         executions=[Execution(("python3", "-I", PY_RUN, magic, "job.marshal"))],
         limits=limits,

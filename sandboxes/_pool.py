@@ -16,7 +16,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from importlib import resources
@@ -93,15 +93,71 @@ def _encode_execution(ex: Execution) -> dict[str, Any]:
     return {"argv": list(ex.argv), "stdin": base64.b64encode(ex.stdin).decode()}
 
 
-def encode_request(request: RunRequest) -> bytes:
-    """The request as one frame; raises ValueError for a malformed request (the caller's bug)."""
+_BLOB_CAP = 32 * 1024 * 1024
+"""Bytes of shared files a supervisor keeps; past that it drops them all and is sent anew."""
+
+
+class BlobCache:
+    """What one supervisor holds of `RunRequest.shared_files`, mirrored on the service's side.
+
+    A shared file is recognised by the identity of its bytes object (kept referenced here, so
+    the id cannot be reused); the supervisor stores it under a key and the next request only
+    names the key. The supervisor applies `reset` and new blobs before reading the names, so
+    both sides always agree on what it holds."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, tuple[bytes, str]] = {}
+        self._bytes = 0
+
+    def encode(self, shared: Mapping[str, bytes]) -> dict[str, Any]:
+        for name in shared:
+            _check_name(name)  # before any change: a malformed request leaves this as it was
+        needed = sum(len(v) for v in shared.values() if self._key(v) is None)
+        reset = self._bytes + needed > _BLOB_CAP
+        if reset:
+            self._keys.clear()
+            self._bytes = 0
+        new: dict[str, str] = {}
+        names: dict[str, str] = {}
+        for name, data in shared.items():
+            key = self._key(data)
+            if key is None:
+                key = str(len(self._keys))
+                self._keys[id(data)] = (data, key)
+                self._bytes += len(data)
+                new[key] = base64.b64encode(data).decode()
+            names[name] = key
+        return {"reset": reset, "new": new, "names": names}
+
+    def _key(self, data: bytes) -> str | None:
+        held = self._keys.get(id(data))
+        return held[1] if held is not None and held[0] is data else None
+
+
+def encode_request(request: RunRequest, blobs: BlobCache | None = None) -> bytes:
+    """The request as one frame; raises ValueError for a malformed request (the caller's bug).
+
+    `blobs`: what the receiving supervisor already holds of the shared files (updated here);
+    without it they are sent as plain files."""
+    files = {_check_name(k): base64.b64encode(v).decode() for k, v in request.files.items()}
+    both = files.keys() & request.shared_files.keys()
+    if both:
+        raise ValueError(f"files both plain and shared: {sorted(both)!r}")
+    build = None if request.build is None else _encode_execution(request.build)
+    executions = [_encode_execution(e) for e in request.executions]
+    shared = None
+    if blobs is not None:  # last: once it has changed `blobs`, nothing may raise
+        shared = blobs.encode(request.shared_files)
+    else:
+        files.update(
+            (_check_name(k), base64.b64encode(v).decode()) for k, v in request.shared_files.items()
+        )
     return encode_frame(
         {
-            "files": {
-                _check_name(k): base64.b64encode(v).decode() for k, v in request.files.items()
-            },
-            "build": None if request.build is None else _encode_execution(request.build),
-            "executions": [_encode_execution(e) for e in request.executions],
+            "files": files,
+            "shared": shared,
+            "build": build,
+            "executions": executions,
             "limits": asdict(request.limits),
         }
     )
@@ -147,6 +203,7 @@ class Supervisor:
     def __init__(self, channel: Channel, start_timeout: float) -> None:
         self.channel = channel
         self.runs = 0
+        self.blobs = BlobCache()
         self._frames = FrameBuffer()
         try:
             channel.send(bootstrap_payload())
@@ -174,7 +231,8 @@ class Supervisor:
     def run(
         self, request: RunRequest, payload: bytes, margin: float, program_can_kill: bool
     ) -> tuple[RunResult, bool]:
-        """Run one request; returns the result and whether this sandbox must be replaced."""
+        """Run one request (`payload`: it encoded with `encode_request(request, self.blobs)`);
+        returns the result and whether this sandbox must be replaced."""
         self.runs += 1
         lim = request.limits
         budget = lim.wall_cap_s + (lim.build_cpu_s * 2 + 1 if request.build is not None else 0)
@@ -378,8 +436,16 @@ class SupervisorPool:
         return waiter.supervisor
 
     def run(self, request: RunRequest) -> RunResult:
-        payload = encode_request(request)
         sup = self._checkout()
+        try:
+            # After checkout: what is sent depends on what this supervisor already holds.
+            payload = encode_request(request, sup.blobs)
+        except BaseException:  # a malformed request (ValueError): the caller's bug
+            if self._closed:
+                self._retire(sup)
+            else:
+                self._give(sup)
+            raise
         recycle = True
         try:
             result, recycle = sup.run(request, payload, self._margin, self._program_can_kill)

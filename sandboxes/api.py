@@ -65,6 +65,11 @@ class RunRequest:
     executions: Sequence[Execution]
     build: Execution | None = None
     limits: Limits = field(default_factory=Limits)
+    shared_files: Mapping[str, bytes] = field(default_factory=dict)
+    """Written to the work directory like `files`, for files that recur unchanged across many
+    requests (trusted runners): a backend sends each to a sandbox once and keeps it there, in the
+    supervisor's memory (never on disk, where a program could change it for the next run).
+    Pass the same bytes object each time (a cached constant): that is how it is recognised."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -654,17 +654,38 @@ def _empty_dir(path: str) -> None:
                 os.unlink(full)
 
 
-def _prepare_workdir(cfg: dict[str, Any], files: dict[str, str]) -> str:
+_BLOBS: dict[str, bytes] = {}
+"""Shared files (trusted runners) sent once by the backend, by key; see `_shared_files`."""
+
+
+def _shared_files(shared: dict[str, Any] | None) -> dict[str, bytes]:
+    """The request's shared files: `reset` drops every kept one, `new` adds blobs by key, and
+    `names` maps file names to kept keys (the backend mirrors what is kept here)."""
+    if not shared:
+        return {}
+    if shared.get("reset"):
+        _BLOBS.clear()
+    for key, b64 in shared.get("new", {}).items():
+        _BLOBS[key] = base64.b64decode(b64)
+    return {name: _BLOBS[key] for name, key in shared.get("names", {}).items()}
+
+
+def _prepare_workdir(cfg: dict[str, Any], files: dict[str, bytes]) -> str:
     workdir = os.path.join(cfg["work_root"], "work")
     if os.path.lexists(workdir):
         shutil.rmtree(workdir)
     os.mkdir(workdir, 0o700)
-    for name, b64 in files.items():
+    for name, data in files.items():
         path = _safe_path(workdir, name)
         os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(base64.b64decode(b64))
-        os.chmod(path, 0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
+        try:
+            os.fchmod(fd, 0o700)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
     uid = cfg.get("run_uid")
     if uid is not None and os.geteuid() == 0:
         gid = int(cfg.get("run_gid", uid))
@@ -677,7 +698,9 @@ def _prepare_workdir(cfg: dict[str, Any], files: dict[str, str]) -> str:
 
 def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out: _Outbox) -> None:
     limits = req["limits"]
-    workdir = _prepare_workdir(cfg, req["files"])
+    files = {name: base64.b64decode(b64) for name, b64 in req["files"].items()}
+    files.update(_shared_files(req.get("shared")))
+    workdir = _prepare_workdir(cfg, files)
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,

@@ -145,9 +145,9 @@ class OtherInterpreter(Counting):
         argv = list(ex.argv)
         assert argv[2] == PY_RUN
         argv[3] = "00000000"
-        files = {**request.files, PY_HARNESS_BIN: b"not byte code"}  # must not be read
+        shared = {**request.shared_files, PY_HARNESS_BIN: b"not byte code"}  # must not be read
         return self.inner.run(
-            dataclasses.replace(request, files=files, executions=[Execution(tuple(argv))])
+            dataclasses.replace(request, shared_files=shared, executions=[Execution(tuple(argv))])
         )
 
 

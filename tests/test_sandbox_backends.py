@@ -272,3 +272,59 @@ def test_close_leaves_no_supervisor_or_program_behind(kind: str) -> None:
             future.result()
     time.sleep(0.2)  # let the host's init reap what it inherited
     assert _pids_with(marker) - before == set()
+
+
+SHARED_RUNNER = b"import sys\nprint('runner', open(sys.argv[1]).read())\n"
+
+
+def test_shared_files_are_written_every_run_and_a_change_does_not_persist(
+    backend: SandboxBackend,
+) -> None:
+    # After the first request a sandbox is sent only the runner's key.
+    for n in range(6):
+        req = RunRequest(
+            files={"data.txt": str(n).encode()},
+            shared_files={"runner.py": SHARED_RUNNER},
+            executions=[Execution(("python3", "-I", "runner.py", "data.txt"))],
+            limits=FAST,
+        )
+        res = backend.run(req).executions[0]
+        assert (res.status, res.stdout) == ("ok", f"runner {n}\n".encode())
+        # A program that overwrites the shared file changes nothing for the next request.
+        clobber = RunRequest(
+            files={"main.py": b"open('runner.py', 'w').write('print(0)')"},
+            shared_files={"runner.py": SHARED_RUNNER},
+            executions=[Execution(("python3", "-I", "main.py"))],
+            limits=FAST,
+        )
+        assert backend.run(clobber).executions[0].status == "ok"
+
+
+def test_shared_files_past_the_cap_are_sent_again(
+    backend: SandboxBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandboxes import _pool
+
+    monkeypatch.setattr(_pool, "_BLOB_CAP", 2 * len(SHARED_RUNNER))
+    blobs = [SHARED_RUNNER + f"# {k}\n".encode() for k in range(5)]
+    for k in range(12):
+        req = RunRequest(
+            files={"data.txt": str(k).encode()},
+            shared_files={"runner.py": blobs[k % 5]},
+            executions=[Execution(("python3", "-I", "runner.py", "data.txt"))],
+            limits=FAST,
+        )
+        res = backend.run(req).executions[0]
+        assert (res.status, res.stdout) == ("ok", f"runner {k}\n".encode())
+
+
+def test_a_file_both_plain_and_shared_is_refused(backend: SandboxBackend) -> None:
+    req = RunRequest(
+        files={"runner.py": b""},
+        shared_files={"runner.py": SHARED_RUNNER},
+        executions=[Execution(("true",))],
+    )
+    with pytest.raises(ValueError, match="both plain and shared"):
+        backend.run(req)
+    res = run_py(backend, "print(1)")  # the sandbox it would have used is still fine
+    assert (res.status, res.stdout) == ("ok", b"1\n")

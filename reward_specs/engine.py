@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
@@ -36,6 +36,7 @@ __all__ = [
     "Status",
     "canonical_json",
     "item_key",
+    "item_keyer",
     "reference_key",
     "score_item",
     "strip_reasoning",
@@ -142,37 +143,64 @@ def item_key(
     `reference_json` is `canonical_json` of the item's reference. With `registry`, a domain's
     `Scorer.answer_key` stands in for the response text (together with the one thing the
     termination treatments read from the text, the trailing loop), so responses that differ only
-    in their reasoning share a key.
+    in their reasoning share a key. For many items, `item_keyer` gives the same keys faster.
     """
-    return (
-        spec.hash,
-        item.domain,
-        _scored_text(spec, item, registry),
-        item.finish_reason,
-        item.response_tokens,
-        item.max_response_tokens,
-        reference_json,
-    )
+    return item_keyer(spec, registry)(item, reference_json)
 
 
-def _scored_text(spec: Spec, item: ItemFields, registry: Registry | None) -> object:
-    """The response, or ("answer", trailing loop, answer key) when its scorer's key applies."""
-    if registry is None or item.domain not in registry:
-        return item.response
-    scorer = registry.get(item.domain)
-    if scorer.answer_key is None:
-        return item.response
-    text = strip_reasoning(item.response) if spec.response.strip_reasoning else item.response
-    try:
-        key = scorer.answer_key(text, spec.config(item.domain))
-    except Exception:  # a bug in a key function: lose the sharing, never the item
-        log.exception("answer_key of domain %s failed", item.domain)
-        return item.response
-    if key is None:
-        return item.response
+def item_keyer(
+    spec: Spec, registry: Registry | None = None
+) -> Callable[[ItemFields, bytes], ItemKey]:
+    """`item_key` under `spec` for a batch of items: each domain's scorer, config and key function
+    are looked up once, not once per item."""
+    texts: dict[str, Callable[[str], object]] = {}
+
+    def key(item: ItemFields, reference_json: bytes) -> ItemKey:
+        scored_text = texts.get(item.domain)
+        if scored_text is None:
+            scored_text = texts[item.domain] = _text_keyer(spec, item.domain, registry)
+        return (
+            spec.hash,
+            item.domain,
+            scored_text(item.response),
+            item.finish_reason,
+            item.response_tokens,
+            item.max_response_tokens,
+            reference_json,
+        )
+
+    return key
+
+
+def _whole(response: str) -> object:
+    return response
+
+
+def _text_keyer(spec: Spec, domain: str, registry: Registry | None) -> Callable[[str], object]:
+    """What of a response of `domain` enters its key: the response, or ("answer", trailing loop,
+    answer key) when the domain's scorer declares a key and it applies."""
+    if registry is None or domain not in registry:
+        return _whole
+    answer_key = registry.get(domain).answer_key
+    if answer_key is None:
+        return _whole
+    config = spec.config(domain)
+    strip = spec.response.strip_reasoning
     repetition = spec.termination.repetition
-    loop = trailing_loop(item.response, repetition) if repetition is not None else None
-    return ("answer", loop, key)
+
+    def scored_text(response: str) -> object:
+        text = strip_reasoning(response) if strip else response
+        try:
+            key = answer_key(text, config)
+        except Exception:  # a bug in a key function: lose the sharing, never the item
+            log.exception("answer_key of domain %s failed", domain)
+            return response
+        if key is None:
+            return response
+        loop = trailing_loop(response, repetition) if repetition is not None else None
+        return ("answer", loop, key)
+
+    return scored_text
 
 
 def _validation_message(exc: ValidationError) -> str:

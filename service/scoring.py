@@ -20,7 +20,7 @@ from reward_specs import (
     Registry,
     Spec,
     canonical_json,
-    item_key,
+    item_keyer,
     reference_key,
 )
 from service.dispatch.base import Dispatcher
@@ -136,17 +136,20 @@ async def score_batch(
     # chunk (pickle shares repeated objects): a GRPO group's 16 items carry one puzzle, not 16.
     interned: dict[bytes, tuple[dict[str, Any], str]] = {}
     table_json: dict[int, bytes] = {}
+    key_of = item_keyer(spec, registry)
+    quick_limit = max_response_bytes // 4  # no code point takes more than 4 bytes
     for position, item in enumerate(items):
-        rejected = _too_large(item, max_response_bytes)
-        if rejected is not None:
-            outcomes[position] = rejected
-            continue
+        if len(item.response) > quick_limit:
+            rejected = _too_large(item, max_response_bytes)
+            if rejected is not None:
+                outcomes[position] = rejected
+                continue
         resolved = _resolve_reference(item, references, table_json)
         if isinstance(resolved, Outcome):
             outcomes[position] = resolved
             continue
         reference, reference_json = resolved
-        key = item_key(spec, item, reference_json, registry)
+        key = key_of(item, reference_json)
         positions = unique.get(key)
         if positions is not None:
             positions.append(position)

@@ -79,6 +79,12 @@ class FrameBuffer:
             raise SandboxError("supervisor sent a malformed frame")
         return frame
 
+    def rest(self) -> bytes:
+        """The bytes fed but not yet returned as frames (and forget them)."""
+        data = bytes(self._buf)
+        self._buf.clear()
+        return data
+
 
 def _check_name(name: str) -> str:
     parts = name.split("/")
@@ -206,7 +212,8 @@ class Supervisor:
         self.blobs = BlobCache()
         self._frames = FrameBuffer()
         try:
-            channel.send(bootstrap_payload())
+            if not getattr(channel, "bootstrapped", False):  # a channel may do it itself
+                channel.send(bootstrap_payload())
             hello = self._read(time.monotonic() + start_timeout)
         except BaseException:
             channel.close()

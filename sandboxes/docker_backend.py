@@ -3,9 +3,11 @@
 Each container runs the same supervisor as the local backend (sent over stdin at start; nothing is
 mounted) with no network, a read-only root, size-capped tmpfs for /sandbox, /tmp, /var/tmp and
 /dev/shm, memory = memory+swap, a pids limit, every capability dropped, no-new-privileges, a
-non-root user, and the supervisor itself as PID 1 (the reaping init). The service talks to the
-supervisor over the container's attached stdin/stdout (one hijacked connection per container, no
-`docker exec` per run).
+non-root user, and the supervisor itself as PID 1 (the reaping init). The service sends the
+supervisor's source over the container's attached stdin, then talks to it over a Unix socket in a
+per-container directory bind-mounted read-only (`socket` transport; the socket and directory are
+deleted once the supervisor has connected), or over the attached stdin/stdout (`attach`: one
+hijacked connection per container through the engine). Never a `docker exec` per run.
 
 Containers carry the label `io.proctor.sandbox=<docker_label>` and an owner label (host name and
 pid). At shutdown a service removes its own; at start-up, those whose owner on this host is gone.
@@ -15,20 +17,26 @@ auto-removed.
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import os
+import secrets
+import select
+import shutil
 import socket
 import struct
+import tempfile
 import threading
 import time
 from typing import Any
 
 import docker
 import docker.errors
+import docker.types
 
-from sandboxes._pool import SupervisorPool
-from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
+from sandboxes._pool import FrameBuffer, SupervisorPool, bootstrap_payload
+from sandboxes.api import RunRequest, RunResult, SandboxError, SandboxUnavailable
 from sandboxes.settings import SandboxSettings
 from sandboxes.supervisor import BOOTSTRAP
 
@@ -89,12 +97,27 @@ def remove_containers(client: Any, label: str, *, owner: str | None = None) -> i
     return removed
 
 
-class ContainerChannel:
-    """One container; its supervisor's frames arrive multiplexed in Docker's attach stream."""
+_SOCKET_MOUNT = "/run/proctor"
 
-    def __init__(self, client: Any, settings: SandboxSettings, name: str) -> None:
+
+class SocketUnusable(SandboxUnavailable):
+    """The `socket` transport does not work here (see `SandboxSettings.docker_transport`)."""
+
+
+class ContainerChannel:
+    """One container and the connection to its supervisor: a Unix socket (`socket_dir` given),
+    else the frames multiplexed in Docker's attach stream."""
+
+    def __init__(
+        self, client: Any, settings: SandboxSettings, name: str, socket_dir: str | None = None
+    ) -> None:
         self._closed = False
-        config = {
+        self._conn: socket.socket | None = None  # the supervisor's Unix socket, once connected
+        self._listener: socket.socket | None = None
+        self._socket_dir: str | None = None
+        self._token = secrets.token_hex(16)
+        self._start_timeout = settings.start_timeout_s
+        config: dict[str, Any] = {
             "work_root": "/sandbox",
             "run_uid": None,
             "pid_namespace": True,
@@ -102,8 +125,62 @@ class ContainerChannel:
             "set_nproc": False,  # every container's uid is the same: the pids cgroup limits
             "fork_python": settings.fork_python,
         }
+        mounts: list[Any] = []
+        if socket_dir is not None:
+            self._listen(socket_dir, settings.docker_uid)
+            assert self._socket_dir is not None
+            config.update(connect=f"{_SOCKET_MOUNT}/s", token=self._token)
+            mounts.append(
+                docker.types.Mount(_SOCKET_MOUNT, self._socket_dir, type="bind", read_only=True)
+            )
         tmp = f"size={settings.tmp_tmpfs_bytes},mode=1777,noexec,nosuid,nodev"
-        self._container = client.containers.create(
+        try:
+            self._container = self._create(client, settings, name, config, mounts, tmp)
+        except docker.errors.APIError as exc:
+            self._close_socket()
+            if mounts and "mount" in str(exc).lower():
+                raise SocketUnusable(f"cannot bind-mount the socket directory: {exc}") from exc
+            raise
+        try:
+            raw = self._container.attach_socket(
+                params={"stdin": 1, "stdout": 1, "stderr": 0, "stream": 1}
+            )
+            self._raw = raw
+            self._sock: socket.socket = getattr(raw, "_sock", raw)
+            self._container.start()
+        except BaseException:
+            self.close()
+            raise
+        self._pending = bytearray()  # Docker's 8-byte headers not yet consumed
+        self._left = 0  # payload bytes still due in the current stdout/stderr chunk
+        self._stream = _STDOUT
+
+    def _listen(self, socket_dir: str, uid: int) -> None:
+        """A directory of our own holding a listening socket only the container's uid (and
+        root) may connect to; the directory itself is not writable by that uid."""
+        self._socket_dir = tempfile.mkdtemp(prefix="c-", dir=socket_dir)
+        os.chmod(self._socket_dir, 0o755)
+        path = os.path.join(self._socket_dir, "s")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener = listener
+        listener.bind(path)
+        if os.geteuid() == 0:
+            os.chown(path, uid, uid)
+            os.chmod(path, 0o600)
+        else:
+            os.chmod(path, 0o666)  # the token still decides who is let in
+        listener.listen(4)
+
+    @staticmethod
+    def _create(
+        client: Any,
+        settings: SandboxSettings,
+        name: str,
+        config: dict[str, Any],
+        mounts: list[Any],
+        tmp: str,
+    ) -> Any:
+        return client.containers.create(
             settings.image,
             command=["python3", "-S", "-c", BOOTSTRAP, json.dumps(config)],
             name=name,
@@ -138,27 +215,106 @@ class ContainerChannel:
             ipc_mode="private",
             log_config={"type": "none"},  # frames are for us, not for the engine's log files
             hostname="sandbox",
+            mounts=mounts,
         )
-        try:
-            raw = self._container.attach_socket(
-                params={"stdin": 1, "stdout": 1, "stderr": 0, "stream": 1}
-            )
-            self._raw = raw
-            self._sock: socket.socket = getattr(raw, "_sock", raw)
-            self._container.start()
-        except BaseException:
-            self.close()
-            raise
-        self._pending = bytearray()  # Docker's 8-byte headers not yet consumed
-        self._left = 0  # payload bytes still due in the current stdout/stderr chunk
-        self._stream = _STDOUT
+
+    bootstrapped = False
+    """True once `bootstrap` sent the supervisor's source (the pool then does not)."""
+
+    def bootstrap(self, payload: bytes) -> None:
+        """Send the supervisor's source on the attach stream, then take its connection on the
+        Unix socket (`socket` transport); raises SocketUnusable where that does not work."""
+        self._sock.settimeout(30.0)
+        self._sock.sendall(payload)
+        self.bootstrapped = True
+        if self._listener is not None:
+            self._accept()
 
     def send(self, data: bytes) -> None:
-        self._sock.settimeout(30.0)
-        self._sock.sendall(data)
+        sock = self._conn if self._conn is not None else self._sock
+        sock.settimeout(30.0)
+        sock.sendall(data)
+
+    def _accept(self) -> None:
+        """After the bootstrap: take the supervisor's connection (the one presenting our token),
+        then remove the socket and its directory, so nothing else can ever connect."""
+        assert self._listener is not None
+        deadline = time.monotonic() + self._start_timeout
+        try:
+            while self._conn is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SocketUnusable("the supervisor did not connect to its socket")
+                ready, _, _ = select.select([self._listener, self._sock], [], [], left)
+                if self._sock in ready:
+                    # Anything on the attach stream now is the supervisor saying it could not
+                    # connect (or its end): this host's engine does not see our directory.
+                    message = self._attach_recv(max(0.1, deadline - time.monotonic()))
+                    raise SocketUnusable(
+                        f"the supervisor could not use its socket: {message[:300]!r}"
+                    )
+                if self._listener in ready:
+                    conn, _ = self._listener.accept()
+                    if self._check_token(conn, deadline):
+                        self._conn = conn
+                    else:
+                        conn.close()
+        finally:
+            self._close_socket()
+
+    def _check_token(self, conn: socket.socket, deadline: float) -> bool:
+        frames = FrameBuffer()
+        conn.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            while True:
+                frame = frames.next()
+                if frame is not None:
+                    break
+                data = conn.recv(4096)
+                if not data:
+                    return False
+                frames.feed(data)
+        except (OSError, ValueError, SandboxError):
+            return False
+        token = frame.get("token")
+        ok = (
+            frame.get("kind") == "token"
+            and isinstance(token, str)
+            and hmac.compare_digest(token, self._token)
+        )
+        if ok:
+            leftover = frames.rest()
+            self._pending += leftover  # the ready frame may have come with the token
+        return ok
+
+    def _close_socket(self) -> None:
+        """Close the listener and remove its directory (also while the container mounts it:
+        the mount keeps an empty, read-only directory)."""
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
 
     def recv(self, timeout: float) -> bytes:
-        """The next supervisor stdout bytes (Docker's stream headers removed)."""
+        """The next supervisor bytes (from the Unix socket, or from the attach stream with
+        Docker's stream headers removed)."""
+        if self._conn is not None:
+            if self._pending:
+                data = bytes(self._pending)
+                self._pending.clear()
+                return data
+            self._conn.settimeout(timeout)
+            try:
+                return self._conn.recv(1 << 20)
+            except TimeoutError:
+                raise
+            except OSError:
+                return b""
+        return self._attach_recv(timeout)
+
+    def _attach_recv(self, timeout: float) -> bytes:
         deadline = time.monotonic() + timeout
         while True:
             out = bytearray()
@@ -205,20 +361,24 @@ class ContainerChannel:
         if self._closed:
             return
         self._closed = True
+        self._close_socket()
         # The hijacked connection: the SocketIO wrapper holds a reference on the socket.
-        for stream in (getattr(self, "_raw", None), getattr(self, "_sock", None)):
+        for stream in (self._conn, getattr(self, "_raw", None), getattr(self, "_sock", None)):
             if stream is not None:
                 try:
                     stream.close()
                 except OSError as exc:
                     log.debug("closing the attach socket: %s", exc)
+        container = getattr(self, "_container", None)
+        if container is None:
+            return
         try:
-            self._container.remove(force=True)
+            container.remove(force=True)
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
             if "already in progress" not in str(exc):
-                log.warning("could not remove sandbox container %s: %s", self._container.id, exc)
+                log.warning("could not remove sandbox container %s: %s", container.id, exc)
 
 
 _DEFAULT_HOST = "unix:///var/run/docker.sock"
@@ -272,6 +432,14 @@ class DockerBackend:
             log.warning("removed %d leftover sandbox containers (label %s)", removed, LABEL)
         self._seq = 0
         self._seq_lock = threading.Lock()
+        self._socket_dir: str | None = None  # None once the socket transport is off
+        if settings.docker_transport == "socket":
+            if settings.docker_socket_dir is not None:
+                os.makedirs(settings.docker_socket_dir, mode=0o700, exist_ok=True)
+            self._socket_dir = tempfile.mkdtemp(
+                prefix=f"proctor-{settings.docker_label}-", dir=settings.docker_socket_dir
+            )
+        self._sockets_root = self._socket_dir
         self._pool = SupervisorPool(
             self.name,
             settings.pool_size,
@@ -303,8 +471,23 @@ class DockerBackend:
             self._seq += 1
             seq = self._seq
         name = f"proctor-sandbox-{self._settings.docker_label}-{id(self):x}-{seq}"
+        socket_dir = self._socket_dir
         try:
-            return ContainerChannel(self._client, self._settings, name)
+            channel = ContainerChannel(self._client, self._settings, name, socket_dir)
+            if socket_dir is None:
+                return channel
+            try:
+                channel.bootstrap(bootstrap_payload())
+            except BaseException:
+                channel.close()
+                raise
+            return channel
+        except SocketUnusable as exc:
+            with self._seq_lock:
+                if self._socket_dir is not None:
+                    log.warning("docker sandboxes: %s; using the attach stream instead", exc)
+                    self._socket_dir = None
+            return self._start()
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"could not start a sandbox container: {exc}") from exc
 
@@ -313,6 +496,8 @@ class DockerBackend:
             remove_containers(self._client, self._settings.docker_label, owner=owner_id())
         finally:
             self._client.close()
+            if self._sockets_root is not None:
+                shutil.rmtree(self._sockets_root, ignore_errors=True)
 
     def run(self, request: RunRequest) -> RunResult:
         return self._pool.run(request)

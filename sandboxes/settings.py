@@ -97,6 +97,20 @@ class SandboxSettings(BaseModel):
     docker_uid: int = Field(default=10001, ge=1000, le=2**31 - 2)
     """Non-root uid (and gid) the container's processes run as."""
 
+    docker_transport: Literal["socket", "attach"] = "socket"
+    """How the service talks to a container's supervisor. `socket`: a Unix socket in a
+    per-container host directory bind-mounted read-only, connected once at start-up and removed
+    from the directory before any program runs (bypasses the engine: about 0.5 ms less CPU per
+    request in dockerd and containerd-shim). Needs the engine on this host, seeing the service's
+    file system at `docker_socket_dir`; where that fails (a remote engine, a service in a
+    container without that directory shared) the backend falls back to `attach` with a
+    warning. `attach`: the container's attached stdin/stdout through the engine."""
+
+    docker_socket_dir: str | None = None
+    """Where the per-container socket directories are made (`socket` transport); the same path
+    must name the same directory for the engine. None: a private directory under the system's
+    temporary directory."""
+
     container_memory_bytes: int = Field(default=1024 * MiB, ge=64 * MiB, le=65536 * MiB)
     """Memory limit of one container (memory = memory+swap, i.e. no swap), tmpfs included. The
     per-request `Limits.memory_bytes` is applied inside as RLIMIT_AS; this is the backstop."""
@@ -121,10 +135,10 @@ class SandboxSettings(BaseModel):
             raise ValueError("python must be an absolute path under /usr (visible in the sandbox)")
         return value
 
-    @field_validator("uid_lock_dir")
+    @field_validator("uid_lock_dir", "docker_socket_dir")
     @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not os.path.isabs(value):
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not os.path.isabs(value):
             raise ValueError("must be an absolute path")
         return value
 

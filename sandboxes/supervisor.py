@@ -15,6 +15,10 @@ process of the run, orphaned or not, is eventually reaped here; the CPU time of 
 execution everything the run left behind is killed and reaped; after each request the work
 directory and the private /tmp, /var/tmp and /dev/shm are emptied.
 
+Frames travel on stdin/stdout, or, when the config names a Unix socket (`connect`, the docker
+backend's `socket` transport), on that socket: the supervisor connects once at start, sends
+{"kind": "token", "token": ...} and uses the connection for every frame after.
+
 Frames: 4-byte big-endian length + UTF-8 JSON. Backend -> supervisor: a request object (see
 `_run_request`). Supervisor -> backend: {"kind": "ready"} once, then per request one
 {"kind": "result", "index": i, "result": {...}} per step (index -1 is the build) and
@@ -786,9 +790,27 @@ def main(config_json: str) -> None:
     site.main()  # what `python3 -I` adds: the system's site-packages (numpy etc.)
     _SITE_PATH[:] = sys.path
     reaper = _Reaper(bool(cfg.get("pid_namespace")))
+    stream: BinaryIO = stdin
+    if cfg.get("connect"):
+        # The backend's Unix socket (docker `socket` transport): frames travel there from now
+        # on; stdin/stdout stay open but unused. The token tells the backend it is us.
+        import socket
+
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # close-on-exec
+            conn.settimeout(30.0)
+            conn.connect(cfg["connect"])
+            conn.settimeout(None)
+        except OSError as exc:
+            _write_frame(out, {"kind": "error", "message": f"connect: {exc}", "socket": False})
+            return
+        _KEEP.append(conn)
+        out = _Outbox(conn.fileno())
+        stream = conn.makefile("rb")
+        _write_frame(out, {"kind": "token", "token": cfg.get("token", "")}, flush=False)
     _write_frame(out, {"kind": "ready", "pid": os.getpid(), "version": PROTOCOL_VERSION})
     while True:
-        req = _read_frame(stdin)
+        req = _read_frame(stream)
         if req is None:
             return
         try:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sandboxes import Execution, Limits, RunRequest, SandboxBackend
-from sandboxes.docker_backend import LABEL, OWNER_LABEL, owner_id
+from sandboxes.docker_backend import _SOCKET_MOUNT, LABEL, OWNER_LABEL, ContainerChannel, owner_id
 from tests.sandbox_fixtures import TEST_LABEL, open_or_skip, sandbox_settings, unavailable
 
 pytestmark = pytest.mark.docker
@@ -73,7 +73,14 @@ def test_containers_are_locked_down(docker_backend: SandboxBackend, client: Any)
         assert host["Memory"] > 0 and host["Memory"] == host["MemorySwap"]
         assert host["PidsLimit"] > 0
         assert host["Privileged"] is False
-        assert not host.get("Binds") and not container.attrs.get("Mounts")
+        # Nothing mounted but the socket directory: read-only, and already removed on the host.
+        mounts = container.attrs.get("Mounts") or []
+        assert [(m["Type"], m["Destination"], m["RW"]) for m in mounts] == [
+            ("bind", _SOCKET_MOUNT, False)
+        ]
+        # (a container still being started may not have connected yet)
+        source = mounts[0]["Source"]
+        assert wait_until(lambda source=source: not os.path.exists(source))
         assert set(host["Tmpfs"]) == {"/sandbox", "/tmp", "/var/tmp"}
         assert all("size=" in opts for opts in host["Tmpfs"].values())
         assert host["LogConfig"]["Type"] == "none"
@@ -216,3 +223,74 @@ def test_start_up_removes_containers_of_dead_owners(client: Any) -> None:
     finally:
         with contextlib.suppress(docker.errors.NotFound):
             stale.remove(force=True)
+
+
+SOCKET_PROBE = """
+import os, socket
+print(sorted(os.listdir("/run/proctor")))
+for name in ("s", "x"):
+    try:
+        socket.socket(socket.AF_UNIX).connect("/run/proctor/" + name)
+        print("connected", name)
+    except OSError as exc:
+        print(type(exc).__name__)
+try:
+    open("/run/proctor/f", "w")
+    print("wrote")
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+def test_socket_directory_is_empty_and_read_only(docker_backend: SandboxBackend) -> None:
+    req = RunRequest(
+        files={"main.py": SOCKET_PROBE.encode()}, executions=[Execution(("python3", "main.py"))]
+    )
+    res = docker_backend.run(req).executions[0]
+    assert res.status == "ok", res
+    lines = res.stdout.decode().split()
+    assert lines[0] == "[]" and "connected" not in lines and "wrote" not in lines, lines
+
+
+def test_attach_transport(client: Any) -> None:
+    settings = sandbox_settings(
+        "docker", pool_size=1, docker_transport="attach", docker_label="proctor-attach"
+    )
+    backend = open_or_skip(settings)
+    try:
+        req = RunRequest(
+            files={"main.py": b"print(6 * 7)"}, executions=[Execution(("python3", "main.py"))]
+        )
+        for _ in range(3):
+            res = backend.run(req).executions[0]
+            assert (res.status, res.stdout) == ("ok", b"42\n")
+        for sparse in ours(client, "proctor-attach", owner=owner_id()):
+            assert not client.containers.get(sparse.id).attrs.get("Mounts")
+    finally:
+        backend.close()
+
+
+def test_socket_transport_falls_back_to_attach(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The supervisor finds no socket to connect to (as where the engine does not see the
+    # service's directory): the backend says so and uses the attach stream.
+    listen = ContainerChannel._listen
+
+    def listen_then_unlink(self: ContainerChannel, socket_dir: str, uid: int) -> None:
+        listen(self, socket_dir, uid)
+        assert self._socket_dir is not None
+        os.unlink(os.path.join(self._socket_dir, "s"))
+
+    monkeypatch.setattr(ContainerChannel, "_listen", listen_then_unlink)
+    backend = open_or_skip(sandbox_settings("docker", pool_size=2))
+    try:
+        req = RunRequest(
+            files={"main.py": b"print(6 * 7)"}, executions=[Execution(("python3", "main.py"))]
+        )
+        for _ in range(4):
+            res = backend.run(req).executions[0]
+            assert (res.status, res.stdout) == ("ok", b"42\n")
+        assert "using the attach stream instead" in caplog.text
+    finally:
+        backend.close()

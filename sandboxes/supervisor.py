@@ -35,6 +35,8 @@ import builtins
 import contextlib
 import ctypes
 import errno
+import fcntl
+import gc
 import io
 import json
 import os
@@ -451,6 +453,42 @@ def _child(
     os._exit(127)
 
 
+_PIPE_MAX: list[int] = []
+
+
+def _enlarge_pipe(fd: int, cap: int) -> bool:
+    """Make the pipe hold `cap` bytes (at least its default 64 KiB, at most what the system
+    allows); False when it cannot (the caller then reads it as data arrives)."""
+    if not _PIPE_MAX:
+        try:
+            with open("/proc/sys/fs/pipe-max-size", "rb") as f:
+                _PIPE_MAX.append(int(f.read()))
+        except (OSError, ValueError):
+            _PIPE_MAX.append(0)
+    if _PIPE_MAX[0] < cap:
+        return False
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, max(cap, 65536))
+    except OSError:  # over the user's total of pipe pages (pipe-user-pages-soft)
+        return False
+    return True
+
+
+def _drain(fd: int, buf: bytearray, total: int, cap: int) -> int:
+    """Read what is in the (non-blocking) pipe into `buf`, keeping at most `cap` bytes over all
+    outputs; returns the new total, which exceeds `cap` when the output limit was passed."""
+    while total <= cap:
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except (BlockingIOError, OSError):
+            break
+        if not data:
+            break
+        buf += data[: max(cap - total, 0)]
+        total += len(data)
+    return total
+
+
 def _run_step(
     argv: list[str],
     stdin: bytes,
@@ -472,10 +510,14 @@ def _run_step(
     # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
     invocation = _python_invocation(argv, env, workdir) if cfg.get("fork_python", True) else None
     start = time.monotonic()
+    # Every object so far is left out of the child's garbage collections, which would otherwise
+    # write to (copy) the pages of objects the program never uses.
+    gc.freeze()
     pid = os.fork()
     if pid == 0:
         fds = (stdin_r, out_w, err_w, exc_w)
         _child(argv, workdir, env, limits, cpu_s, fds, cfg, invocation)
+    gc.unfreeze()
     for fd in (stdin_r, out_w, err_w, exc_w):
         os.close(fd)
 
@@ -485,9 +527,14 @@ def _run_step(
     total_out = 0
     killed_for = None
     sel = selectors.DefaultSelector()
+    # Pipes as large as the output limit need not be read while the program runs: it cannot
+    # block on them before it has written more than it may. They are read at each poll and at
+    # the end, so that a program's every write is not also a wake-up of the supervisor.
+    lazy = _enlarge_pipe(out_r, out_cap) and _enlarge_pipe(err_r, out_cap)
     for fd in (out_r, err_r):
         os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
+        if not lazy:
+            sel.register(fd, selectors.EVENT_READ)
     pidfd = os.pidfd_open(pid)
     sel.register(pidfd, selectors.EVENT_READ)
     view = memoryview(stdin)
@@ -536,6 +583,12 @@ def _run_step(
             now = time.monotonic()
             if killed_for is None and now >= next_cpu_check:
                 next_cpu_check = now + _POLL_S
+                if lazy:
+                    for fd in (out_r, err_r):
+                        total_out = _drain(fd, outputs[fd], total_out, out_cap)
+                    if total_out > out_cap:
+                        killed_for = "output_limit"
+                        break
                 cpu += reaper.reap_ready(statuses)
                 live_cpu, resident = _live_usage(_descendants(reaper.me))
                 if cpu + live_cpu >= cpu_s:
@@ -548,16 +601,7 @@ def _run_step(
         if killed_for is None:
             # The main process has exited: take what is already in the pipes.
             for fd in (out_r, err_r):
-                while True:
-                    try:
-                        data = os.read(fd, _READ_CHUNK)
-                    except (BlockingIOError, OSError):
-                        break
-                    if not data or total_out > out_cap:
-                        break
-                    room = out_cap - total_out
-                    outputs[fd] += data[: max(room, 0)]
-                    total_out += len(data)
+                total_out = _drain(fd, outputs[fd], total_out, out_cap)
                 if total_out > out_cap:
                     killed_for = "output_limit"
         wall = time.monotonic() - start

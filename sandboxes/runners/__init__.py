@@ -42,5 +42,6 @@ def harness_bytecode() -> tuple[str, bytes]:
 
     `py_run.py` uses the code only where the sandbox's interpreter has the same magic number,
     i.e. the same byte code; any other compiles the source."""
-    code = compile(runner_source(PY_HARNESS), PY_HARNESS, "exec", dont_inherit=True)
+    # optimize=2: no docstrings (less to load in every run; the harness has no asserts)
+    code = compile(runner_source(PY_HARNESS), PY_HARNESS, "exec", dont_inherit=True, optimize=2)
     return importlib.util.MAGIC_NUMBER.hex(), marshal.dumps(code)

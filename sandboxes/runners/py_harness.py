@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 
 _MARK = "\x1ePROCTOR "
 _MAX_DEPTH = 200
-_BIG_INT = 10**4000  # larger ints travel as hex: decimal conversion is capped and quadratic
+_BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than a test)
+"""Ints from 10**4000 up travel as hex: decimal conversion is capped and quadratic."""
 
 # No `json` here: importing it (and `re`) would cost more CPU than the interpreter's own start-up,
 # and every test's budget pays for the harness. Strings are written with non-ASCII characters
@@ -107,7 +108,11 @@ def encode(value: Any, depth: int = 0) -> Any:
         return value
     if isinstance(value, int):
         i = int.__int__(value)
-        return i if -_BIG_INT < i < _BIG_INT else {"int": hex(i)}
+        if i.bit_length() < 13287:  # 2**13287 < 10**4000
+            return i
+        if not _BIG_INT:
+            _BIG_INT.append(10**4000)
+        return i if -_BIG_INT[0] < i < _BIG_INT[0] else {"int": hex(i)}
     if isinstance(value, float):
         f = float.__float__(value)
         return f if math.isfinite(f) else {"float": repr(f)}

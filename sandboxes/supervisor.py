@@ -29,6 +29,7 @@ this sandbox).
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # signal.signal(): enum conversions, ~60 us a call in a child
 import atexit
 import base64
 import builtins
@@ -298,9 +299,9 @@ def _python_main(
     atexit._clear()
     os.environ.clear()
     os.environ.update(env)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
+    _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)
     path = list(_STDLIB_PATH if "S" in flags else _SITE_PATH)
     if "I" not in flags:
         path.insert(0, os.path.dirname(os.path.abspath(script)) if script else "")
@@ -382,6 +383,11 @@ def _python_main(
 # ----------------------------------------------------------------------------- one step
 
 
+_OOM_ADJ_WRITABLE = True
+"""Whether a run's processes can raise their own OOM score (not where, as the docker backend's
+non-root supervisor, our /proc entries are root-owned): decided once, at start."""
+
+
 def _set_rlimit(which: int, value: int) -> None:
     try:
         resource.setrlimit(which, (value, value))
@@ -409,22 +415,23 @@ def _child(
     stdin_r, stdout_w, stderr_w, err_w = fds
     try:
         os.setsid()
-        try:
-            adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+        if _OOM_ADJ_WRITABLE:
             try:
-                os.write(adj, b"1000")
-            finally:
-                os.close(adj)
-        except OSError:
-            pass
+                adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(adj, b"1000")
+                finally:
+                    os.close(adj)
+            except OSError:
+                pass
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
         os.dup2(stderr_w, 2)
         os.dup2(err_w, 3)
         os.closerange(4, 65536)
         os.set_inheritable(3, False)
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+        _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
         # A backstop a second or more past the budget: the supervisor's polling acts first.
         cpu_limit = int(cpu_s) + 2
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 1))
@@ -440,7 +447,7 @@ def _child(
             os.setgroups([])
             os.setgid(int(cfg.get("run_gid", uid)))
             os.setuid(int(uid))
-        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+        # no-new-privileges: set on the supervisor itself, inherited by every child
         os.chdir(workdir)
         if invocation is not None:
             _python_main(argv[0], invocation, env)
@@ -819,6 +826,13 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
 def main(config_json: str) -> None:
     cfg = json.loads(config_json)
     _prctl(_PR_SET_DUMPABLE, 0)  # our /proc entries become root-owned: no peeking at our pipes
+    # Inherited by every process of every run, and irrevocable: no exec gains privileges.
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    try:  # children inherit our non-dumpable /proc entries: can they still write this one?
+        os.close(os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC))
+    except OSError:
+        global _OOM_ADJ_WRITABLE
+        _OOM_ADJ_WRITABLE = False
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back to us to be killed and reaped
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     os.makedirs(cfg["work_root"], exist_ok=True)

@@ -68,14 +68,7 @@ from sandboxes.api import (
     SandboxError,
     SandboxUnavailable,
 )
-from sandboxes.runners import (
-    CPP_HARNESS,
-    PY_HARNESS,
-    PY_HARNESS_BIN,
-    PY_RUN,
-    harness_bytecode,
-    runner_source,
-)
+from sandboxes.runners import CPP_HARNESS, PY_HARNESS, runner_source
 
 __all__ = ["SCORER", "CodeConfig", "CodeReference", "clear_cache", "score_code"]
 
@@ -239,16 +232,12 @@ def _harness_request(
     code: bytes, job: dict[str, Any], config: CodeConfig, limits: Limits
 ) -> RunRequest:
     job = {**job, "solution": "solution.py", "max_value_bytes": config.max_value_bytes}
-    magic, bytecode = harness_bytecode()
     return RunRequest(
         files={"solution.py": code, "job.marshal": marshal.dumps(job)},
-        # The same bytes objects every time (cached): a backend sends them to a sandbox once.
-        shared_files={
-            PY_RUN: runner_source(PY_RUN),
-            PY_HARNESS: runner_source(PY_HARNESS),
-            PY_HARNESS_BIN: bytecode,
-        },
-        executions=[Execution(("python3", "-I", PY_RUN, magic, "job.marshal"))],
+        # The same bytes object every time (cached): a backend sends it to a sandbox once, and
+        # the supervisor compiles it once.
+        shared_files={PY_HARNESS: runner_source(PY_HARNESS)},
+        executions=[Execution(("python3", "-I", PY_HARNESS, "job.marshal"))],
         limits=limits,
     )
 

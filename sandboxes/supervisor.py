@@ -242,17 +242,19 @@ class _Reaper:
 
 # ----------------------------------------------------------------------------- forked Python
 
+_Invocation = tuple[frozenset[str], str | None, str | None, list[str], types.CodeType | None]
+"""How a forked Python step runs: (flags, script, -c code, args, the script's code when the
+supervisor compiled it already: a shared file, see `_shared_code`)."""
+
 _PY_FLAGS = frozenset("IESBus")
 """`python3` flags a forked interpreter honours; any other makes the step a real exec."""
 _STDLIB_PATH: list[str] = []
 _SITE_PATH: list[str] = []
 
 
-def _python_invocation(
-    argv: list[str], env: dict[str, str], workdir: str
-) -> tuple[frozenset[str], str | None, str | None, list[str]] | None:
-    """(flags, script, code, args) when `argv`, run in `workdir`, runs this very interpreter on a
-    script or `-c`.
+def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _Invocation | None:
+    """(flags, script, code, args, None) when `argv`, run in `workdir`, runs this very
+    interpreter on a script or `-c`.
 
     Such a step is run by the forked supervisor itself, with Python already initialised (about
     1 ms instead of the 10-20 ms of a fresh interpreter). Anything else is exec'd."""
@@ -268,14 +270,43 @@ def _python_invocation(
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
         opt = argv[i][1:]
         if opt == "c" and i + 1 < len(argv):
-            return frozenset(flags), None, argv[i + 1], argv[i + 2 :]
+            return frozenset(flags), None, argv[i + 1], argv[i + 2 :], None
         if not opt or not set(opt) <= _PY_FLAGS:
             return None
         flags |= set(opt)
         i += 1
     if i >= len(argv) or argv[i] == "-":
         return None
-    return frozenset(flags), argv[i], None, argv[i + 1 :]
+    return frozenset(flags), argv[i], None, argv[i + 1 :], None
+
+
+def _compile(source: bytes | str, filename: str) -> types.CodeType:
+    """A shared script's code, compiled as `_python_main` compiles a program. NB: both inherit
+    this module's `from __future__ import annotations` (annotations are not evaluated, unlike
+    under `python3`); kept as it has always been, since changing it changes verdicts (e.g.
+    `List[int]` without its import)."""
+    return compile(source, filename, "exec")
+
+
+_SHARED_CODE: dict[tuple[str, str], types.CodeType] = {}
+"""Shared files compiled as scripts, by (blob key, file name); emptied with the blobs."""
+
+
+def _shared_code(invocation: _Invocation, workdir: str, shared_keys: dict[str, str]) -> _Invocation:
+    """The invocation with its script's code when the script is a shared file of this request
+    (trusted, and unchanged: no program has run yet in this request); compiled here once per
+    supervisor, not in every run's child, where compiling costs page faults on the compiler."""
+    flags, script, code, args, _ = invocation
+    if script is None:
+        return invocation
+    filename = os.path.abspath(os.path.join(workdir, script))
+    key = shared_keys.get(os.path.relpath(filename, workdir))
+    if key is None:
+        return invocation
+    compiled = _SHARED_CODE.get((key, filename))
+    if compiled is None:
+        compiled = _SHARED_CODE[key, filename] = _compile(_BLOBS[key], filename)
+    return flags, script, code, args, compiled
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -290,11 +321,11 @@ def _exit_status(exc: SystemExit) -> int:
 
 def _python_main(
     program: str,
-    invocation: tuple[frozenset[str], str | None, str | None, list[str]],
+    invocation: _Invocation,
     env: dict[str, str],
 ) -> NoReturn:
     """Become `python3 [flags] script args` (or `-c code`) in this forked child, then exit."""
-    flags, script, code, args = invocation
+    flags, script, code, args, compiled = invocation
     _prctl(_PR_SET_DUMPABLE, 1)  # it is the program's process now
     atexit._clear()
     os.environ.clear()
@@ -339,10 +370,13 @@ def _python_main(
         main.__file__ = os.path.abspath(script)
     sys.modules["__main__"] = main
     filename = os.path.abspath(script) if script is not None else "<string>"
-    if script is not None:
+    source: bytes | str = ""
+    if compiled is not None:
+        pass  # a shared file the supervisor compiled already (as below), unchanged since
+    elif script is not None:
         try:
             with open(script, "rb") as f:
-                source: bytes | str = f.read()
+                source = f.read()
         except OSError as exc:
             os.write(
                 2,
@@ -355,7 +389,8 @@ def _python_main(
     os.close(3)  # the exec-error pipe: from here on, failures are the program's
     status = 0
     try:
-        exec(compile(source, filename, "exec"), main.__dict__)
+        # compile() here, not in a helper: a traceback shows no frame of ours (tb_next below)
+        exec(compiled or compile(source, filename, "exec"), main.__dict__)
     except SystemExit as exc:
         status = _exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - printed like the interpreter does, exit 1
@@ -405,7 +440,7 @@ def _child(
     cpu_s: float,
     fds: tuple[int, int, int, int],
     cfg: dict[str, Any],
-    invocation: tuple[frozenset[str], str | None, str | None, list[str]] | None,
+    invocation: _Invocation | None,
 ) -> NoReturn:
     """In the forked child: confine ourselves, then exec (or become the forked Python program
     `invocation`, decided by the parent). Never returns.
@@ -506,8 +541,10 @@ def _run_step(
     wall_s: float,
     reaper: _Reaper,
     cfg: dict[str, Any],
+    shared_keys: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], float, int]:
-    """Run one program; returns (result dict, CPU seconds used, leftover processes killed)."""
+    """Run one program; returns (result dict, CPU seconds used, leftover processes killed).
+    `shared_keys`: the request's shared files, given for its first step only."""
     out_cap = int(limits["output_bytes"])
     mem_cap = int(limits["memory_bytes"])
     stdin_r, stdin_w = os.pipe()
@@ -516,6 +553,8 @@ def _run_step(
     exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
     # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
     invocation = _python_invocation(argv, env, workdir) if cfg.get("fork_python", True) else None
+    if invocation is not None and shared_keys:
+        invocation = _shared_code(invocation, workdir, shared_keys)
     start = time.monotonic()
     # Every object so far is left out of the child's garbage collections, which would otherwise
     # write to (copy) the pages of objects the program never uses.
@@ -713,16 +752,18 @@ _BLOBS: dict[str, bytes] = {}
 """Shared files (trusted runners) sent once by the backend, by key; see `_shared_files`."""
 
 
-def _shared_files(shared: dict[str, Any] | None) -> dict[str, bytes]:
-    """The request's shared files: `reset` drops every kept one, `new` adds blobs by key, and
-    `names` maps file names to kept keys (the backend mirrors what is kept here)."""
+def _shared_files(shared: dict[str, Any] | None) -> dict[str, str]:
+    """The request's shared files, name -> key: `reset` drops every kept one, `new` adds blobs
+    by key, and `names` maps file names to kept keys (the backend mirrors what is kept here)."""
     if not shared:
         return {}
     if shared.get("reset"):
         _BLOBS.clear()
+        _SHARED_CODE.clear()
     for key, b64 in shared.get("new", {}).items():
         _BLOBS[key] = base64.b64decode(b64)
-    return {name: _BLOBS[key] for name, key in shared.get("names", {}).items()}
+    names: dict[str, str] = shared.get("names", {})
+    return names
 
 
 def _prepare_workdir(cfg: dict[str, Any], files: dict[str, bytes]) -> str:
@@ -754,7 +795,8 @@ def _prepare_workdir(cfg: dict[str, Any], files: dict[str, bytes]) -> str:
 def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out: _Outbox) -> None:
     limits = req["limits"]
     files = {name: base64.b64decode(b64) for name, b64 in req["files"].items()}
-    files.update(_shared_files(req.get("shared")))
+    shared_keys = _shared_files(req.get("shared"))
+    files.update((name, _BLOBS[key]) for name, key in shared_keys.items())
     workdir = _prepare_workdir(cfg, files)
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -807,6 +849,8 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
                     wall_left,
                     reaper,
                     cfg,
+                    # before any program of this request ran, its shared files are as sent
+                    shared_keys if build is None and i == 0 else None,
                 )
                 leftover += left
                 oom = oom or bool(result.get("oom_killed"))

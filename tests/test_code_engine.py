@@ -14,7 +14,7 @@ import pytest
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
 from reward_specs.code_domain import SCORER, clear_cache
 from sandboxes.api import Execution, RunRequest, RunResult, SandboxBackend, SandboxError
-from sandboxes.runners import PY_HARNESS_BIN, PY_RUN
+from tests.sandbox_fixtures import open_or_skip, sandbox_settings
 
 REGISTRY = default_registry()
 SPEC = load_specs(REGISTRY)["prorl-v1"]
@@ -137,24 +137,26 @@ class NoCompiler(Counting):
         return self.inner.run(dataclasses.replace(request, build=build))
 
 
-class OtherInterpreter(Counting):
-    """A real backend whose Python has other byte code than ours: the harness's source is used."""
-
-    def run(self, request: RunRequest) -> RunResult:
-        (ex,) = request.executions
-        argv = list(ex.argv)
-        assert argv[2] == PY_RUN
-        argv[3] = "00000000"
-        shared = {**request.shared_files, PY_HARNESS_BIN: b"not byte code"}  # must not be read
-        return self.inner.run(
-            dataclasses.replace(request, shared_files=shared, executions=[Execution(tuple(argv))])
-        )
+HARNESS_CASES = [
+    ("```python\ndef sq(x):\n    return x * x if x > 0 else 0\n```", 0.5),
+    ("```python\nimport os\ndef sq(x):\n    if x < 0: os._exit(1)\n    return x * x\n```", 0.5),
+]
 
 
-def test_harness_falls_back_to_its_source(local_backend: SandboxBackend) -> None:
-    response = "```python\ndef sq(x):\n    return x * x if x > 0 else 0\n```"
-    outcome = score(response, SQUARE, OtherInterpreter(local_backend))
-    assert (outcome.status, outcome.score) == ("ok", 0.5)
+@pytest.mark.parametrize(("response", "expected"), HARNESS_CASES)
+def test_harness_in_a_fresh_interpreter_scores_as_forked(
+    response: str, expected: float, local_backend: SandboxBackend
+) -> None:
+    """Without the forked-Python path the harness runs in a fresh `python3` that compiles its
+    source; the forked path runs the code the supervisor compiled. Same verdicts."""
+    fresh = open_or_skip(sandbox_settings("local", pool_size=1, fork_python=False))
+    try:
+        for sandbox in (local_backend, fresh):
+            clear_cache()
+            outcome = score(response, SQUARE, sandbox)
+            assert (outcome.status, outcome.score) == ("ok", expected), outcome
+    finally:
+        fresh.close()
 
 
 def test_a_missing_compiler_is_an_infra_error_not_a_zero(local_backend: SandboxBackend) -> None:

@@ -1,7 +1,6 @@
 """Runs INSIDE the sandbox: load a Python solution, then run its tests in order in this process.
 
-Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `marshal.dumps`;
-usually started through py_run.py, from byte code the scorer compiled)
+Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `marshal.dumps`)
 
     {"solution": "solution.py", "setup": "<code run after the solution>", "mode": "call"|"eval",
      "fn_name": "solve", "tests": [...], "first": 0, "max_value_bytes": 65536}

@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
+
+from service.cli import widen_body_buffer
+
 PROCTOR = [sys.executable, "-m", "service.cli"]
 
 
@@ -72,3 +77,15 @@ def test_specs_lists_every_shipped_spec_with_its_hash() -> None:
     assert any(line.startswith("* prorl-v1 ") and "sha256:" in line for line in lines)
     assert any("prorl-v1-termination" in line for line in lines)
     assert any("dapo-overlong" in line for line in lines)
+
+
+def test_serve_lets_uvicorn_read_a_body_ahead_in_large_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for module in (flow_control, h11_impl, httptools_impl):
+        monkeypatch.setattr(module, "HIGH_WATER_LIMIT", 65536)  # uvicorn's default, restored after
+    widen_body_buffer(8 << 20)
+    limits = {getattr(m, "HIGH_WATER_LIMIT") for m in (flow_control, h11_impl, httptools_impl)}  # noqa: B009
+    assert limits == {8 << 20}
+    widen_body_buffer(1024)  # never narrower than uvicorn's own
+    assert getattr(httptools_impl, "HIGH_WATER_LIMIT") == 8 << 20  # noqa: B009

@@ -74,6 +74,13 @@ def test_the_cost_model_learns_per_label_and_ignores_our_failures() -> None:
     assert model.estimates([("puzzle", "never_seen")]) == [30.0]  # as costly as the worst known
 
 
+def test_one_item_paying_a_one_off_cost_does_not_make_its_label_look_slow() -> None:
+    model = CostModel(default_registry())
+    label = ("puzzle", "codeio")  # its first item in a worker loads the task's data
+    model.observe([label] * 3, [_outcome(300.0), _outcome(0.2), _outcome(0.3)])
+    assert model.estimates([label]) == [0.3]
+
+
 def test_the_cost_model_keeps_a_bounded_table() -> None:
     model = CostModel(default_registry(), max_labels=3)
     labels = [("puzzle", f"task{i}") for i in range(10)]

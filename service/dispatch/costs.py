@@ -4,14 +4,15 @@ A batch of puzzles holds a few items that take tens of milliseconds (Reasoning G
 tasks) among hundreds that take microseconds. Handed out in request order, one of the slow ones
 often lands in the last chunk and keeps one worker busy while the others idle. The dispatcher asks
 each item's scorer for a workload label (`Scorer.workload`: the puzzle's task), keeps a moving
-average of the scoring time per (domain, label), and gives the pool an estimate per item; the pool
-then schedules the costliest first (`WorkerPool.submit`). Estimates only order work: a wrong one
-costs some balance, never a verdict.
+average of the typical scoring time per (domain, label), and gives the pool an estimate per item;
+the pool then schedules the costliest first (`WorkerPool.submit`). Estimates only order work: a
+wrong one costs some balance, never a verdict.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 from collections.abc import Mapping, Sequence
 
 from reward_specs import Item, Outcome, Registry
@@ -26,7 +27,7 @@ _Label = tuple[str, str | None]
 class CostModel:
     """Moving averages of scoring time (ms) per (domain, workload label). Event-loop thread only."""
 
-    def __init__(self, registry: Registry, *, weight: float = 0.2, max_labels: int = 4096) -> None:
+    def __init__(self, registry: Registry, *, weight: float = 0.5, max_labels: int = 4096) -> None:
         self._registry = registry
         self._weight = weight
         self._max_labels = max_labels
@@ -51,14 +52,17 @@ class CostModel:
         return [self._ms.get(label, unseen) for label in labels]
 
     def observe(self, labels: Sequence[_Label], outcomes: Sequence[Outcome]) -> None:
-        sums: dict[_Label, list[float]] = {}
+        """Fold a batch's scoring times in: per label, the batch's median (one item that paid a
+        one-off cost, a worker loading a task's data, does not make its label look slow), then a
+        moving average across batches."""
+        times: dict[_Label, list[float]] = {}
         for label, outcome in zip(labels, outcomes, strict=True):
             if outcome.status == "infra_error":
                 continue  # a deadline or a lost worker says nothing about the item's cost
-            sums.setdefault(label, []).append(outcome.elapsed_ms)
-        for label, times in sums.items():
-            mean = sum(times) / len(times)
+            times.setdefault(label, []).append(outcome.elapsed_ms)
+        for label, batch in times.items():
+            typical = statistics.median(batch)
             old = self._ms.pop(label, None)  # re-inserted last: the dict's order is recency
-            self._ms[label] = mean if old is None else old + self._weight * (mean - old)
+            self._ms[label] = typical if old is None else old + self._weight * (typical - old)
         while len(self._ms) > self._max_labels:
             del self._ms[next(iter(self._ms))]

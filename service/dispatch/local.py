@@ -69,11 +69,16 @@ class LocalDispatcher:
     async def run(self, spec: Spec, items: Sequence[Item], deadline: float) -> list[Outcome]:
         in_pool: list[int] = []
         in_threads: list[int] = []
+        threaded: dict[str, bool] = {}
         for position, item in enumerate(items):
-            if item.domain in self.registry and self.registry.get(item.domain).executor == "thread":
-                in_threads.append(position)
-            else:
-                in_pool.append(position)  # unknown domains too: the engine answers `invalid`
+            in_thread = threaded.get(item.domain)
+            if in_thread is None:
+                in_thread = threaded[item.domain] = (
+                    item.domain in self.registry
+                    and self.registry.get(item.domain).executor == "thread"
+                )
+            # Unknown domains go to the pool too: the engine answers `invalid`.
+            (in_threads if in_thread else in_pool).append(position)
 
         pool_items = [items[p] for p in in_pool]
         labels = [self.costs.label(item) for item in pool_items]

@@ -381,6 +381,23 @@ class ContainerChannel:
                 log.warning("could not remove sandbox container %s: %s", container.id, exc)
 
 
+def _remove_orphan_socket_dirs(parent: str, label: str) -> None:
+    """Socket directories (`proctor-<label>-<pid>-*`) of services on this host that are gone
+    (killed before they could remove theirs)."""
+    prefix = f"proctor-{label}-"
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    host = socket.gethostname()
+    for name in names:
+        # mkdtemp's suffix has no "-": another label's directories never parse as ours
+        pid, dash, suffix = name[len(prefix) :].partition("-")
+        ours = name.startswith(prefix) and pid.isdigit() and dash and "-" not in suffix
+        if ours and not _owner_alive(f"{host}/{pid}"):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
 _DEFAULT_HOST = "unix:///var/run/docker.sock"
 
 
@@ -436,8 +453,10 @@ class DockerBackend:
         if settings.docker_transport == "socket":
             if settings.docker_socket_dir is not None:
                 os.makedirs(settings.docker_socket_dir, mode=0o700, exist_ok=True)
+            parent = settings.docker_socket_dir or tempfile.gettempdir()
+            _remove_orphan_socket_dirs(parent, settings.docker_label)
             self._socket_dir = tempfile.mkdtemp(
-                prefix=f"proctor-{settings.docker_label}-", dir=settings.docker_socket_dir
+                prefix=f"proctor-{settings.docker_label}-{os.getpid()}-", dir=parent
             )
         self._sockets_root = self._socket_dir
         self._pool = SupervisorPool(

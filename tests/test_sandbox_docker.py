@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -185,11 +187,18 @@ def test_no_leak_when_the_service_is_killed(client: Any) -> None:
         assert len(ours(client, "proctor-killed")) >= 1
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        # Its attach connections drop, the supervisors see EOF and exit, Docker removes them.
+        # Its connections drop, the supervisors see EOF and exit, Docker removes them.
         # (A container created but not yet started when the service dies stays "created" until
         # the next start-up's sweep: test_start_up_removes_containers_of_dead_owners.)
         ok = wait_until(lambda: ours(client, "proctor-killed") == [], 60)
         assert ok, [(c.attrs["State"], c.attrs["Status"]) for c in ours(client, "proctor-killed")]
+        # Its socket directory is left behind; the next start-up with its label removes it.
+        orphans = glob.glob(
+            os.path.join(tempfile.gettempdir(), f"proctor-proctor-killed-{proc.pid}-*")
+        )
+        assert orphans
+        open_or_skip(sandbox_settings("docker", pool_size=1, docker_label="proctor-killed")).close()
+        assert not any(os.path.exists(path) for path in orphans)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -281,11 +281,9 @@ def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _I
 
 
 def _compile(source: bytes | str, filename: str) -> types.CodeType:
-    """A shared script's code, compiled as `_python_main` compiles a program. NB: both inherit
-    this module's `from __future__ import annotations` (annotations are not evaluated, unlike
-    under `python3`); kept as it has always been, since changing it changes verdicts (e.g.
-    `List[int]` without its import)."""
-    return compile(source, filename, "exec")
+    """A shared script's code, compiled as `_python_main` compiles a program: with no future
+    flags of this module (`dont_inherit`), as `python3` would compile it."""
+    return compile(source, filename, "exec", dont_inherit=True)
 
 
 _SHARED_CODE: dict[tuple[str, str], types.CodeType] = {}
@@ -390,7 +388,9 @@ def _python_main(
     status = 0
     try:
         # compile() here, not in a helper: a traceback shows no frame of ours (tb_next below)
-        exec(compiled or compile(source, filename, "exec"), main.__dict__)
+        # dont_inherit: not this module's `from __future__ import annotations` (python3 evaluates
+        # a program's annotations: `def f(x: List[int])` without its import is a NameError).
+        exec(compiled or compile(source, filename, "exec", dont_inherit=True), main.__dict__)
     except SystemExit as exc:
         status = _exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - printed like the interpreter does, exit 1

@@ -269,6 +269,23 @@ PY_STDIO = [
 
 PY_FN = [
     Case("py-fn-correct", "python", ADD_CASES, py("def add(a, b):\n    return a + b"), 1.0),
+    # Annotations are evaluated as under python3: a name used in one but never imported fails
+    # when the function is defined, before any test runs.
+    Case(
+        "py-fn-unimported-annotation",
+        "python",
+        ADD_CASES,
+        py("def add(a: Sequence, b: int) -> int:\n    return a + b"),
+        0.0,
+        ("runtime_error", "runtime_error", "runtime_error"),
+    ),
+    Case(
+        "py-fn-imported-annotation",
+        "python",
+        ADD_CASES,
+        py("from typing import Sequence\ndef add(a: Sequence, b: int) -> int:\n    return a + b"),
+        1.0,
+    ),
     # A LeetCode-style method of class Solution.
     Case(
         "py-fn-solution-class",

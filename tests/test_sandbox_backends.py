@@ -149,6 +149,10 @@ PARITY_PROGRAMS = {
     "environ": "import os\nprint(sorted(os.environ))",
     "stderr_text": "import sys\nprint('to stderr', file=sys.stderr)\nprint('to stdout')",
     "surrogate_output": "print('\\udc80')",
+    # Annotations are evaluated, as without `from __future__ import annotations`: the forked
+    # program must not inherit the supervisor's future flags.
+    "unimported_annotation": "def f(x: Sequence[int]) -> int:\n    return 1\nprint(f([]))",
+    "annotations_dict": "x: int = 3\nprint(__annotations__)",
 }
 
 

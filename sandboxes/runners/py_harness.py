@@ -161,7 +161,9 @@ def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], 
         probes = [lambda: fn()(*test)]
     else:
         probes = [
-            (lambda code: lambda: eval(code, namespace))(compile(src, f"<test {i}>", "eval"))
+            (lambda code: lambda: eval(code, namespace))(
+                compile(src, f"<test {i}>", "eval", dont_inherit=True)
+            )
             for src in test
         ]
     for probe in probes:
@@ -196,10 +198,10 @@ def main() -> None:
     try:
         with open(job["solution"], encoding="utf-8", errors="surrogateescape") as f:
             source = f.read()
-        exec(compile(source, "solution.py", "exec"), namespace)
+        exec(compile(source, "solution.py", "exec", dont_inherit=True), namespace)
         stage = "setup"
         if job.get("setup"):
-            exec(compile(job["setup"], "setup.py", "exec"), namespace)
+            exec(compile(job["setup"], "setup.py", "exec", dont_inherit=True), namespace)
     except BaseException as exc:  # noqa: BLE001 - recorded as every test's fatal error
         _emit(out, {"fatal": _error(exc), "stage": stage})
         os._exit(0)

@@ -6,6 +6,7 @@ Importable with no server running; the service and `proctor score` both call `sc
 from reward_specs.domains import SCORERS, default_registry
 from reward_specs.engine import (
     Item,
+    ItemFields,
     ItemKey,
     Outcome,
     Status,
@@ -35,6 +36,7 @@ __all__ = [
     "Example",
     "InvalidReference",
     "Item",
+    "ItemFields",
     "ItemKey",
     "Judgement",
     "Outcome",

@@ -1,47 +1,19 @@
-"""JSON in and out of the service, fast: orjson reads request bodies and writes responses, with
-pydantic's serializer behind it for what orjson does not know. A 16 MB batch of puzzles by value
-spent most of its time in the standard library's `json` before this; the bytes read and written
-are the same.
+"""JSON out of the service, fast: orjson writes responses, with pydantic's serializer behind it
+for what orjson does not know; the bytes are the ones pydantic writes. (Score requests are read by
+`service.ingest`.)
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import orjson
-from fastapi import Request, Response
-from fastapi.routing import APIRoute
+from fastapi import Response
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["FastJSONRoute", "dump_json", "json_response"]
-
-
-class _FastJSONRequest(Request):
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            body = await self.body()
-            try:
-                self._json = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                # What orjson refuses but JSON allows (a lone surrogate escape, say) is read by the
-                # standard library, so the service accepts exactly what it accepted before.
-                self._json = json.loads(body)
-        return self._json
-
-
-class FastJSONRoute(APIRoute):
-    """A route whose request body is decoded with orjson."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def fast_handler(request: Request) -> Response:
-            return await handler(_FastJSONRequest(request.scope, request.receive))
-
-        return fast_handler
+__all__ = ["dump_json", "json_response"]
 
 
 def _fields(value: Any) -> dict[str, Any]:

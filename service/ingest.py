@@ -23,6 +23,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from reward_specs import ItemFields
 from service.schemas import ScoreRequest
 
 __all__ = [
@@ -56,25 +57,16 @@ class WireRequest(msgspec.Struct, forbid_unknown_fields=True):
     references: list[dict[str, Any]] | None = None
 
 
-class RequestItem(Protocol):
-    """What the scoring path reads of a request's item: a `WireItem` or a `schemas.ScoreItem`."""
+class RequestItem(ItemFields, Protocol):
+    """What the scoring path reads of a request's item: a `WireItem` or a `schemas.ScoreItem`
+    (what `item_key` reads, plus where the reference is and the id)."""
 
     @property
     def id(self) -> str | None: ...
     @property
-    def domain(self) -> str: ...
-    @property
-    def response(self) -> str: ...
-    @property
     def reference(self) -> dict[str, Any] | None: ...
     @property
     def reference_index(self) -> int | None: ...
-    @property
-    def finish_reason(self) -> str | None: ...
-    @property
-    def response_tokens(self) -> int | None: ...
-    @property
-    def max_response_tokens(self) -> int | None: ...
 
 
 ScoreBody = WireRequest | ScoreRequest

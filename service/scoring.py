@@ -53,8 +53,6 @@ def to_result(item_id: str | None, outcome: Outcome) -> ScoreResult:
 
 
 def _too_large(item: RequestItem, max_bytes: int) -> Outcome | None:
-    if len(item.response) * 4 <= max_bytes:
-        return None  # no code point takes more than 4 bytes: no need to encode
     size = len(item.response.encode("utf-8", "surrogatepass"))
     if size <= max_bytes:
         return None

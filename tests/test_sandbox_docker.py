@@ -261,18 +261,23 @@ def test_socket_directory_is_empty_and_read_only(docker_backend: SandboxBackend)
     assert lines[0] == "[]" and "connected" not in lines and "wrote" not in lines, lines
 
 
+def _answers(backend: SandboxBackend, runs: int) -> None:
+    """`runs` requests in a row each run a program and get its output back."""
+    req = RunRequest(
+        files={"main.py": b"print(6 * 7)"}, executions=[Execution(("python3", "main.py"))]
+    )
+    for _ in range(runs):
+        res = backend.run(req).executions[0]
+        assert (res.status, res.stdout) == ("ok", b"42\n")
+
+
 def test_attach_transport(client: Any) -> None:
     settings = sandbox_settings(
         "docker", pool_size=1, docker_transport="attach", docker_label="proctor-attach"
     )
     backend = open_or_skip(settings)
     try:
-        req = RunRequest(
-            files={"main.py": b"print(6 * 7)"}, executions=[Execution(("python3", "main.py"))]
-        )
-        for _ in range(3):
-            res = backend.run(req).executions[0]
-            assert (res.status, res.stdout) == ("ok", b"42\n")
+        _answers(backend, runs=3)
         for sparse in ours(client, "proctor-attach", owner=owner_id()):
             assert not client.containers.get(sparse.id).attrs.get("Mounts")
     finally:
@@ -294,12 +299,7 @@ def test_socket_transport_falls_back_to_attach(
     monkeypatch.setattr(ContainerChannel, "_listen", listen_then_unlink)
     backend = open_or_skip(sandbox_settings("docker", pool_size=2))
     try:
-        req = RunRequest(
-            files={"main.py": b"print(6 * 7)"}, executions=[Execution(("python3", "main.py"))]
-        )
-        for _ in range(4):
-            res = backend.run(req).executions[0]
-            assert (res.status, res.stdout) == ("ok", b"42\n")
+        _answers(backend, runs=4)
         assert "using the attach stream instead" in caplog.text
     finally:
         backend.close()

@@ -28,15 +28,13 @@ class CostModel:
     """Moving averages of scoring time (ms) per (domain, workload label). Event-loop thread only."""
 
     def __init__(self, registry: Registry, *, weight: float = 0.5, max_labels: int = 4096) -> None:
-        self._registry = registry
+        self._workloads = {scorer.domain: scorer.workload for scorer in registry}
         self._weight = weight
         self._max_labels = max_labels
         self._ms: dict[_Label, float] = {}
 
     def label(self, item: Item) -> _Label:
-        if item.domain not in self._registry:
-            return (item.domain, None)
-        workload = self._registry.get(item.domain).workload
+        workload = self._workloads.get(item.domain)
         if workload is None or not isinstance(item.reference, Mapping):
             return (item.domain, None)
         try:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 
 from reward_specs import Spec
 from service.deps import StateDep, resolve_spec
-from service.fastjson import FastJSONRoute, json_response
+from service.fastjson import json_response
 from service.ingest import RequestItem, read_score_request
 from service.jobs import Job, TooManyJobs
 from service.schemas import (
@@ -23,7 +23,7 @@ from service.schemas import (
 from service.scoring import score_batch
 from service.state import AppState
 
-router = APIRouter(tags=["scoring"], route_class=FastJSONRoute)
+router = APIRouter(tags=["scoring"])
 
 _JOB_SLICE = 1024
 """Items scored at a time in a job, so its progress moves."""

@@ -31,6 +31,7 @@ from sandboxes.api import (
     SandboxError,
     SandboxUnavailable,
 )
+from sandboxes.settings import SandboxSettings
 
 log = logging.getLogger("sandboxes")
 
@@ -325,20 +326,19 @@ class SupervisorPool:
     def __init__(
         self,
         name: str,
-        size: int,
+        settings: SandboxSettings,
         start: Callable[[], Channel],
         *,
-        recycle_after: int,
-        start_timeout: float,
-        answer_margin: float,
         program_can_kill_supervisor: bool,
         on_close: Callable[[], None] | None = None,
     ) -> None:
+        """`settings` gives the size and the supervisors' lifetimes; `start` opens a channel to
+        a new supervisor (a container, a jail)."""
         self.name = name
         self._start = start
-        self._recycle_after = recycle_after
-        self._start_timeout = start_timeout
-        self._margin = answer_margin
+        self._recycle_after = settings.recycle_after
+        self._start_timeout = settings.start_timeout_s
+        self._margin = settings.answer_margin_s
         self._program_can_kill = program_can_kill_supervisor
         self._on_close = on_close
         self._idle: deque[Supervisor] = deque()
@@ -348,6 +348,7 @@ class SupervisorPool:
         self._pending = 0
         self._closed = False
         self._last_error: BaseException | None = None
+        size = settings.pool_size
         self._starter = ThreadPoolExecutor(
             max_workers=min(size, 4), thread_name_prefix=f"sandbox-{name}-start"
         )

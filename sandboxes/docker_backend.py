@@ -127,12 +127,9 @@ class ContainerChannel:
         }
         mounts: list[Any] = []
         if socket_dir is not None:
-            self._listen(socket_dir, settings.docker_uid)
-            assert self._socket_dir is not None
+            directory = self._listen(socket_dir, settings.docker_uid)
             config.update(connect=f"{_SOCKET_MOUNT}/s", token=self._token)
-            mounts.append(
-                docker.types.Mount(_SOCKET_MOUNT, self._socket_dir, type="bind", read_only=True)
-            )
+            mounts.append(docker.types.Mount(_SOCKET_MOUNT, directory, type="bind", read_only=True))
         tmp = f"size={settings.tmp_tmpfs_bytes},mode=1777,noexec,nosuid,nodev"
         try:
             self._container = self._create(client, settings, name, config, mounts, tmp)
@@ -155,12 +152,12 @@ class ContainerChannel:
         self._left = 0  # payload bytes still due in the current stdout/stderr chunk
         self._stream = _STDOUT
 
-    def _listen(self, socket_dir: str, uid: int) -> None:
+    def _listen(self, socket_dir: str, uid: int) -> str:
         """A directory of our own holding a listening socket only the container's uid (and
-        root) may connect to; the directory itself is not writable by that uid."""
-        self._socket_dir = tempfile.mkdtemp(prefix="c-", dir=socket_dir)
-        os.chmod(self._socket_dir, 0o755)
-        path = os.path.join(self._socket_dir, "s")
+        root) may connect to; the directory itself is not writable by that uid. Returns it."""
+        directory = self._socket_dir = tempfile.mkdtemp(prefix="c-", dir=socket_dir)
+        os.chmod(directory, 0o755)
+        path = os.path.join(directory, "s")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener = listener
         listener.bind(path)
@@ -170,6 +167,7 @@ class ContainerChannel:
         else:
             os.chmod(path, 0o666)  # the token still decides who is let in
         listener.listen(4)
+        return directory
 
     @staticmethod
     def _create(
@@ -228,24 +226,23 @@ class ContainerChannel:
         self._sock.sendall(payload)
         self.bootstrapped = True
         if self._listener is not None:
-            self._accept()
+            self._accept(self._listener)
 
     def send(self, data: bytes) -> None:
         sock = self._conn if self._conn is not None else self._sock
         sock.settimeout(30.0)
         sock.sendall(data)
 
-    def _accept(self) -> None:
+    def _accept(self, listener: socket.socket) -> None:
         """After the bootstrap: take the supervisor's connection (the one presenting our token),
         then remove the socket and its directory, so nothing else can ever connect."""
-        assert self._listener is not None
         deadline = time.monotonic() + self._start_timeout
         try:
             while self._conn is None:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise SocketUnusable("the supervisor did not connect to its socket")
-                ready, _, _ = select.select([self._listener, self._sock], [], [], left)
+                ready, _, _ = select.select([listener, self._sock], [], [], left)
                 if self._sock in ready:
                     # Anything on the attach stream now is the supervisor saying it could not
                     # connect (or its end): this host's engine does not see our directory.
@@ -253,8 +250,8 @@ class ContainerChannel:
                     raise SocketUnusable(
                         f"the supervisor could not use its socket: {message[:300]!r}"
                     )
-                if self._listener in ready:
-                    conn, _ = self._listener.accept()
+                if listener in ready:
+                    conn, _ = listener.accept()
                     if self._check_token(conn, deadline):
                         self._conn = conn
                     else:
@@ -461,11 +458,8 @@ class DockerBackend:
         self._sockets_root = self._socket_dir
         self._pool = SupervisorPool(
             self.name,
-            settings.pool_size,
+            settings,
             self._start,
-            recycle_after=settings.recycle_after,
-            start_timeout=settings.start_timeout_s,
-            answer_margin=settings.answer_margin_s,
             # The supervisor is the container's init: the program cannot signal it.
             program_can_kill_supervisor=False,
             on_close=self._sweep,

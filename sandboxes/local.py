@@ -240,11 +240,8 @@ class LocalBackend:
         _bwrap_argv(settings, {}, self._as_root)  # fails early when bubblewrap is missing
         self._pool = SupervisorPool(
             self.name,
-            settings.pool_size,
+            settings,
             self._start,
-            recycle_after=settings.recycle_after,
-            start_timeout=settings.start_timeout_s,
-            answer_margin=settings.answer_margin_s,
             # The supervisor is the jail's init (bwrap --as-pid-1): the program cannot signal it.
             program_can_kill_supervisor=False,
         )
@@ -304,11 +301,8 @@ class UnsafeBackend:
             raise SandboxUnavailable(f"{settings.python} not found (the sandbox's interpreter)")
         self._pool = SupervisorPool(
             self.name,
-            settings.pool_size,
+            settings,
             self._start,
-            recycle_after=settings.recycle_after,
-            start_timeout=settings.start_timeout_s,
-            answer_margin=settings.answer_margin_s,
             program_can_kill_supervisor=not self._as_root,
         )
 

@@ -278,7 +278,9 @@ def test_attach_transport(client: Any) -> None:
     backend = open_or_skip(settings)
     try:
         _answers(backend, runs=3)
-        for sparse in ours(client, "proctor-attach", owner=owner_id()):
+        containers = ours(client, "proctor-attach", owner=owner_id())
+        assert containers
+        for sparse in containers:
             assert not client.containers.get(sparse.id).attrs.get("Mounts")
     finally:
         backend.close()
@@ -291,10 +293,10 @@ def test_socket_transport_falls_back_to_attach(
     # service's directory): the backend says so and uses the attach stream.
     listen = ContainerChannel._listen
 
-    def listen_then_unlink(self: ContainerChannel, socket_dir: str, uid: int) -> None:
-        listen(self, socket_dir, uid)
-        assert self._socket_dir is not None
-        os.unlink(os.path.join(self._socket_dir, "s"))
+    def listen_then_unlink(self: ContainerChannel, socket_dir: str, uid: int) -> str:
+        directory = listen(self, socket_dir, uid)
+        os.unlink(os.path.join(directory, "s"))
+        return directory
 
     monkeypatch.setattr(ContainerChannel, "_listen", listen_then_unlink)
     backend = open_or_skip(sandbox_settings("docker", pool_size=2))

@@ -160,13 +160,17 @@ class ContainerChannel:
         path = os.path.join(directory, "s")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener = listener
-        listener.bind(path)
-        if os.geteuid() == 0:
-            os.chown(path, uid, uid)
-            os.chmod(path, 0o600)
-        else:
-            os.chmod(path, 0o666)  # the token still decides who is let in
-        listener.listen(4)
+        try:
+            listener.bind(path)
+            if os.geteuid() == 0:
+                os.chown(path, uid, uid)
+                os.chmod(path, 0o600)
+            else:
+                os.chmod(path, 0o666)  # the token still decides who is let in
+            listener.listen(4)
+        except OSError as exc:  # e.g. a path longer than a Unix socket's 107 bytes
+            self._close_socket()
+            raise SocketUnusable(f"cannot listen at {path}: {exc}") from exc
         return directory
 
     @staticmethod
@@ -448,9 +452,12 @@ class DockerBackend:
         self._seq_lock = threading.Lock()
         self._socket_dir: str | None = None  # None once the socket transport is off
         if settings.docker_transport == "socket":
+            parent = tempfile.gettempdir()
             if settings.docker_socket_dir is not None:
-                os.makedirs(settings.docker_socket_dir, mode=0o700, exist_ok=True)
-            parent = settings.docker_socket_dir or tempfile.gettempdir()
+                # One subdirectory per host name: services sharing the directory (containers
+                # with it mounted) only ever sweep their own host's leftovers.
+                parent = os.path.join(settings.docker_socket_dir, socket.gethostname())
+                os.makedirs(parent, mode=0o700, exist_ok=True)
             _remove_orphan_socket_dirs(parent, settings.docker_label)
             self._socket_dir = tempfile.mkdtemp(
                 prefix=f"proctor-{settings.docker_label}-{os.getpid()}-", dir=parent

@@ -107,9 +107,9 @@ class SandboxSettings(BaseModel):
     warning. `attach`: the container's attached stdin/stdout through the engine."""
 
     docker_socket_dir: str | None = None
-    """Where the per-container socket directories are made (`socket` transport); the same path
-    must name the same directory for the engine. None: a private directory under the system's
-    temporary directory."""
+    """Where the per-container socket directories are made (`socket` transport), in a
+    subdirectory named by the host name; the same path must name the same directory for the
+    engine. None: a private directory under the system's temporary directory."""
 
     container_memory_bytes: int = Field(default=1024 * MiB, ge=64 * MiB, le=65536 * MiB)
     """Memory limit of one container (memory = memory+swap, i.e. no swap), tmpfs included. The

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -269,6 +271,53 @@ def _answers(backend: SandboxBackend, runs: int) -> None:
     for _ in range(runs):
         res = backend.run(req).executions[0]
         assert (res.status, res.stdout) == ("ok", b"42\n")
+
+
+@pytest.fixture
+def short_dir() -> Iterator[str]:
+    """A directory with a short path (a Unix socket's path has at most 107 bytes)."""
+    path = tempfile.mkdtemp(prefix="ps-", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_shared_socket_directory(
+    client: Any, short_dir: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As in docker-compose.yml: the sockets live under an operator's directory, in a
+    # subdirectory of this host's name, and the transport is the socket, not the fallback.
+    shared = os.path.join(short_dir, "sockets")
+    settings = sandbox_settings(
+        "docker", pool_size=1, docker_socket_dir=shared, docker_label="proctor-shared"
+    )
+    backend = open_or_skip(settings)
+    try:
+        _answers(backend, runs=3)
+        assert "using the attach stream instead" not in caplog.text
+        mine = glob.glob(os.path.join(shared, socket.gethostname(), "proctor-proctor-shared-*"))
+        assert len(mine) == 1
+        containers = ours(client, "proctor-shared", owner=owner_id())
+        assert containers
+        for sparse in containers:
+            mounts = client.containers.get(sparse.id).attrs["Mounts"]
+            assert [m["Source"].startswith(mine[0]) for m in mounts] == [True]
+    finally:
+        backend.close()
+    assert os.listdir(os.path.join(shared, socket.gethostname())) == []
+
+
+def test_socket_path_too_long_falls_back_to_attach(
+    short_dir: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    deep = os.path.join(short_dir, "d" * 100)
+    settings = sandbox_settings("docker", pool_size=2, docker_socket_dir=deep)
+    backend = open_or_skip(settings)
+    try:
+        _answers(backend, runs=4)
+        assert "AF_UNIX path too long" in caplog.text
+        assert "using the attach stream instead" in caplog.text
+    finally:
+        backend.close()
 
 
 def test_attach_transport(client: Any) -> None:

@@ -18,6 +18,10 @@ each come back as a zero with reason `budget_exceeded`, within the budget plus o
 
 Prints responses/s, p50/p99 latency and the ratios, and checks every verdict against the expected
 score of each response. `--short` (or PROCTOR_SHORT=1): 120 responses, 40 for (b), 4 loops.
+
+Exits non-zero when a verdict is wrong, and in a full run also when a loop came back late. In
+`--short` mode (the test suite's) lateness is printed but not judged: on a shared machine other
+jobs' load stretches a loop's wall time towards the wall-clock cap, and tests check no timings.
 """
 
 from __future__ import annotations
@@ -368,11 +372,12 @@ def main() -> int:
             not_timeout = [
                 r for r, _ in out["loops"] if r["details"].get("reason") != "budget_exceeded"
             ]
-            failures += len(late) + len(not_timeout)
+            failures += len(not_timeout) + (0 if short else len(late))
             times = [t for _, t in out["loops"]]
             print(
                 f"    {len(times)} infinite loops: max {max(times):.2f} s, median "
-                f"{statistics.median(times):.2f} s; later than budget + 1 s: {len(late)}; "
+                f"{statistics.median(times):.2f} s; later than budget + 1 s: {len(late)}"
+                f"{' (not judged in --short)' if short and late else ''}; "
                 f"not budget_exceeded: {len(not_timeout)}"
             )
     print("every verdict correct" if not failures else f"FAILURES: {failures}")

@@ -317,6 +317,22 @@ def _exit_status(exc: SystemExit) -> int:
     return 1
 
 
+def _report_uncaught(exc: BaseException, tb: types.TracebackType | None) -> None:
+    """Print an uncaught exception as the interpreter does: through `sys.excepthook` (the
+    program's own, if it set one; the default adds the "Did you mean" hints)."""
+    exc.__traceback__ = tb  # the default hook prints the exception's own traceback
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except BaseException as hook_exc:  # noqa: BLE001 - reported like the interpreter does
+        sys.stderr.write("Error in sys.excepthook:\n")
+        hook_exc.__context__ = None  # the interpreter calls the hook outside any handler
+        hook_tb = hook_exc.__traceback__
+        hook_exc.__traceback__ = hook_tb.tb_next if hook_tb else None  # not our frame
+        sys.__excepthook__(type(hook_exc), hook_exc, hook_exc.__traceback__)
+        sys.stderr.write("\nOriginal exception was:\n")
+        sys.__excepthook__(type(exc), exc, tb)
+
+
 def _python_main(
     program: str,
     invocation: _Invocation,
@@ -394,9 +410,7 @@ def _python_main(
     except SystemExit as exc:
         status = _exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - printed like the interpreter does, exit 1
-        traceback.print_exception(
-            type(exc), exc, exc.__traceback__.tb_next if exc.__traceback__ else None
-        )
+        _report_uncaught(exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
         status = 1
     try:
         threading = sys.modules.get("threading")

@@ -153,6 +153,20 @@ PARITY_PROGRAMS = {
     # program must not inherit the supervisor's future flags.
     "unimported_annotation": "def f(x: Sequence[int]) -> int:\n    return 1\nprint(f([]))",
     "annotations_dict": "x: int = 3\nprint(__annotations__)",
+    # Uncaught exceptions go through sys.excepthook, with the interpreter's "Did you mean" hints.
+    "name_error_hint": "values = [3, 1]\nprint(lenn(values))",
+    "attribute_error_hint": "import math\nprint(math.sqr(4))",
+    "own_excepthook": (
+        "import sys\n"
+        "sys.excepthook = lambda t, e, tb: print('hooked', t.__name__, e)\n"
+        "raise KeyError('k')"
+    ),
+    "failing_excepthook": (
+        "import sys\n"
+        "def hook(t, e, tb):\n    raise RuntimeError('hook broke')\n"
+        "sys.excepthook = hook\n"
+        "1 / 0"
+    ),
 }
 
 

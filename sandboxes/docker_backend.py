@@ -75,16 +75,22 @@ def _owner_alive(owner: str) -> bool:
     return True
 
 
-def remove_containers(client: Any, label: str, *, owner: str | None = None) -> int:
-    """Force-remove containers labelled `io.proctor.sandbox=<label>`: those of `owner` when given,
-    else those whose owner on this host is gone (or that are no longer running)."""
+def remove_containers(
+    client: Any, label: str, *, owner: str | None = None, name_prefix: str = ""
+) -> int:
+    """Force-remove containers labelled `io.proctor.sandbox=<label>`: those of `owner` when given
+    (and named `name_prefix...`: one backend's, where a process opened several), else those
+    whose owner on this host is gone. A live owner's containers are its own business, whatever
+    their state: one being started is not yet running."""
     removed = 0
     filters = {"label": [f"{LABEL}={label}"] + ([f"{OWNER_LABEL}={owner}"] if owner else [])}
     # sparse: no inspect per container, which would race with containers being removed
     for container in client.containers.list(all=True, filters=filters, sparse=True):
+        names = container.attrs.get("Names") or []
+        if name_prefix and not any(n.lstrip("/").startswith(name_prefix) for n in names):
+            continue
         owner_of = (container.attrs.get("Labels") or {}).get(OWNER_LABEL, "")
-        running = container.attrs.get("State") == "running"
-        if owner is None and running and _owner_alive(owner_of):
+        if owner is None and _owner_alive(owner_of):
             continue
         try:
             container.remove(force=True)
@@ -121,6 +127,7 @@ class ContainerChannel:
             "work_root": "/sandbox",
             "run_uid": None,
             "pid_namespace": True,
+            "ipc_namespace": True,
             "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
             "set_nproc": False,  # every container's uid is the same: the pids cgroup limits
             "fork_python": settings.fork_python,
@@ -130,7 +137,8 @@ class ContainerChannel:
             directory = self._listen(socket_dir, settings.docker_uid)
             config.update(connect=f"{_SOCKET_MOUNT}/s", token=self._token)
             mounts.append(docker.types.Mount(_SOCKET_MOUNT, directory, type="bind", read_only=True))
-        tmp = f"size={settings.tmp_tmpfs_bytes},mode=1777,noexec,nosuid,nodev"
+        files = f"nr_inodes={settings.tmpfs_files}"
+        tmp = f"size={settings.tmp_tmpfs_bytes},{files},mode=1777,noexec,nosuid,nodev"
         try:
             self._container = self._create(client, settings, name, config, mounts, tmp)
         except docker.errors.APIError as exc:
@@ -191,11 +199,14 @@ class ContainerChannel:
             network_mode="none",
             read_only=True,
             tmpfs={
-                "/sandbox": f"size={settings.work_tmpfs_bytes},mode=1777,nosuid,nodev,exec",
+                "/sandbox": (
+                    f"size={settings.work_tmpfs_bytes},nr_inodes={settings.tmpfs_files},"
+                    "mode=1777,nosuid,nodev,exec"
+                ),
                 "/tmp": tmp,
                 "/var/tmp": tmp,
+                "/dev/shm": tmp,  # in place of the engine's own, which has no nr_inodes
             },
-            shm_size=settings.tmp_tmpfs_bytes,
             mem_limit=settings.container_memory_bytes,
             memswap_limit=settings.container_memory_bytes,
             pids_limit=settings.container_pids,
@@ -450,6 +461,7 @@ class DockerBackend:
             log.warning("removed %d leftover sandbox containers (label %s)", removed, LABEL)
         self._seq = 0
         self._seq_lock = threading.Lock()
+        self._name_prefix = f"proctor-sandbox-{settings.docker_label}-{id(self):x}-"
         self._socket_dir: str | None = None  # None once the socket transport is off
         if settings.docker_transport == "socket":
             parent = tempfile.gettempdir()
@@ -490,7 +502,7 @@ class DockerBackend:
         with self._seq_lock:
             self._seq += 1
             seq = self._seq
-        name = f"proctor-sandbox-{self._settings.docker_label}-{id(self):x}-{seq}"
+        name = f"{self._name_prefix}{seq}"
         socket_dir = self._socket_dir
         try:
             channel = ContainerChannel(self._client, self._settings, name, socket_dir)
@@ -513,7 +525,12 @@ class DockerBackend:
 
     def _sweep(self) -> None:
         try:
-            remove_containers(self._client, self._settings.docker_label, owner=owner_id())
+            remove_containers(
+                self._client,
+                self._settings.docker_label,
+                owner=owner_id(),
+                name_prefix=self._name_prefix,
+            )
         finally:
             self._client.close()
             if self._sockets_root is not None:

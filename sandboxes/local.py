@@ -252,7 +252,9 @@ class LocalBackend:
             "work_root": "/sandbox",
             "run_uid": lease.uid if lease else None,
             "pid_namespace": True,
+            "ipc_namespace": True,
             "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
+            "max_files": self._settings.tmpfs_files,  # bubblewrap's tmpfs has no nr_inodes
             "set_nproc": self._as_root,
             "fork_python": self._settings.fork_python,
         }

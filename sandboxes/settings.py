@@ -128,6 +128,12 @@ class SandboxSettings(BaseModel):
     tmp_tmpfs_bytes: int = Field(default=64 * MiB, ge=1 * MiB, le=16384 * MiB)
     """Size of each of /tmp, /var/tmp and /dev/shm in a sandbox (local and docker)."""
 
+    tmpfs_files: int = Field(default=16384, ge=64, le=10_000_000)
+    """Files and directories each of a sandbox's file systems (the work directory's, /tmp,
+    /var/tmp, /dev/shm) may hold. Each costs kernel memory no size limit counts, and they must
+    all be deleted after the run. docker: the tmpfs `nr_inodes` (one more gives ENOSPC); local
+    (bubblewrap cannot set it): the run is stopped as a runtime_error once one holds more."""
+
     @field_validator("python")
     @classmethod
     def _python_under_usr(cls, value: str) -> str:

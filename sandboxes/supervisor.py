@@ -488,6 +488,8 @@ def _child(
         _set_rlimit(resource.RLIMIT_FSIZE, int(limits["file_size_bytes"]))
         _set_rlimit(resource.RLIMIT_NOFILE, int(cfg.get("nofile", 256)))
         _set_rlimit(resource.RLIMIT_CORE, 0)
+        # No POSIX message queue can be made: one would outlive the run, readable by the next.
+        _set_rlimit(resource.RLIMIT_MSGQUEUE, 0)
         _set_rlimit(resource.RLIMIT_STACK, min(int(limits["memory_bytes"]), 256 * 1024 * 1024))
         if cfg.get("set_nproc", True):
             _set_rlimit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
@@ -561,6 +563,8 @@ def _run_step(
     `shared_keys`: the request's shared files, given for its first step only."""
     out_cap = int(limits["output_bytes"])
     mem_cap = int(limits["memory_bytes"])
+    max_files = int(cfg.get("max_files") or 0)  # 0: not polled (docker: nr_inodes bounds it)
+    file_roots = [cfg["work_root"], *cfg.get("wipe", ())] if max_files else []
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -586,6 +590,7 @@ def _run_step(
     outputs = {out_r: bytearray(), err_r: bytearray()}
     total_out = 0
     killed_for = None
+    stopped_note = ""
     sel = selectors.DefaultSelector()
     # Pipes as large as the output limit need not be read while the program runs: it cannot
     # block on them before it has written more than it may. They are read at each poll and at
@@ -656,6 +661,9 @@ def _run_step(
                 elif resident > mem_cap:
                     # RLIMIT_AS bounds each process; this bounds them together (no cgroup needed).
                     killed_for = "memory"
+                elif file_roots and _files_over(file_roots, max_files):
+                    killed_for = "runtime_error"
+                    stopped_note = f"sandbox: more than {max_files} files in one file system\n"
             if killed_for is None and now >= deadline:
                 killed_for = "timeout"
         if killed_for is None:
@@ -708,6 +716,8 @@ def _run_step(
             sig = os.WTERMSIG(main_status)
     if exec_error:
         stderr = (stderr + b"\nsandbox: could not start the program: " + exec_error)[-out_cap:]
+    if stopped_note:
+        stderr = (stderr + stopped_note.encode())[-out_cap:]
     if cpu >= cpu_s:
         killed_for = "timeout"
     if killed_for is not None:
@@ -746,6 +756,34 @@ def _safe_path(root: str, name: str) -> str:
     if os.path.isabs(name) or not path.startswith(root + os.sep):
         raise ValueError(f"file name escapes the work directory: {name!r}")
     return path
+
+
+def _files_over(roots: list[str], cap: int) -> bool:
+    """Whether one of the file systems at `roots` holds more than `cap` files and directories
+    (where no `nr_inodes` mount option could bound them)."""
+    for root in roots:
+        try:
+            st = os.statvfs(root)
+        except OSError:
+            continue
+        if st.f_files - st.f_ffree > cap:
+            return True
+    return False
+
+
+def _ipc_objects_left() -> bool:
+    """Whether a System V shared memory segment, semaphore set or message queue exists in this
+    sandbox's IPC namespace. They outlive the processes that made them, so a run could leave
+    data (and memory) to the next; the supervisor then asks for a new sandbox."""
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{kind}", "rb") as f:
+                f.readline()  # the header
+                if f.readline().strip():
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _empty_dir(path: str) -> None:
@@ -874,10 +912,16 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
         shutil.rmtree(workdir, ignore_errors=True)
         for path in [cfg["work_root"], *cfg.get("wipe", ())]:
             _empty_dir(path)
-    # A process outlived its step, or the kernel killed one: start the next run in a new sandbox.
+    # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
+    # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all of them are a run's).
+    ipc_left = bool(cfg.get("ipc_namespace")) and _ipc_objects_left()
     _write_frame(
         out,
-        {"kind": "done", "leftover_processes": leftover, "recycle": leftover > 0 or oom},
+        {
+            "kind": "done",
+            "leftover_processes": leftover,
+            "recycle": leftover > 0 or oom or ipc_left,
+        },
     )
 
 

@@ -20,7 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import sandboxes
-from sandboxes import Execution, ExecutionResult, Limits, RunRequest, SandboxBackend
+from sandboxes import (
+    Execution,
+    ExecutionResult,
+    Limits,
+    RunRequest,
+    SandboxBackend,
+    SandboxSettings,
+)
+from tests.sandbox_fixtures import open_or_skip, sandbox_settings
 
 SHORT = os.environ.get("PROCTOR_SHORT", "") == "1"
 SECRET = "proctor-adversarial-secret-7f3a9c"
@@ -332,6 +340,70 @@ def test_files_left_behind_are_gone_next_run(sandbox: SandboxBackend, directory:
     assert res.status == "ok" or b"PermissionError" in res.stderr  # the work root may be read-only
     again = run1(sandbox, f"import os\nprint(os.path.exists('{directory}/left-behind'))")
     assert again.stdout == b"False\n"
+
+
+@pytest.mark.parametrize("directory", [".", "/tmp", "/dev/shm"])
+def test_a_flood_of_empty_files_is_bounded(sandbox: SandboxBackend, directory: str) -> None:
+    # Empty files fill no size limit, but each holds kernel memory (a container's memory cap
+    # once killed its supervisor this way) and must be deleted after the run.
+    code = f"""
+    import os
+    os.mkdir("{directory}/flood")
+    n = 0
+    try:
+        while True:
+            os.close(os.open(f"{directory}/flood/{{n}}", os.O_CREAT | os.O_WRONLY))
+            n += 1
+    except OSError as exc:
+        print(n, exc.errno)
+    """
+    res = run1(sandbox, code, limits=ROOMY)
+    cap = SandboxSettings().tmpfs_files
+    if res.status == "ok":  # docker: the file system is full (ENOSPC)
+        made, errno = map(int, res.stdout.split())
+        assert made <= cap and errno == 28
+    else:  # local: stopped by the supervisor's poll
+        assert res.status == "runtime_error" and res.stopped
+        assert f"more than {cap} files".encode() in res.stderr
+
+
+SYSV_IPC_LEFT = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+shm = libc.shmget(0x5A5A, 1 << 16, 0o1666)  # IPC_CREAT | 0666
+ctypes.memmove(libc.shmat(shm, None, 0), b"left by run one", 15)
+print(shm >= 0, libc.semget(0x5B5B, 1, 0o1666) >= 0, libc.msgget(0x5C5C, 0o1666) >= 0)
+"""
+
+SYSV_IPC_FOUND = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+found = [libc.shmget(0x5A5A, 0, 0o666), libc.semget(0x5B5B, 0, 0o666), libc.msgget(0x5C5C, 0o666)]
+print(found, [open(f"/proc/sysvipc/{k}").read().count("\\n") for k in ("shm", "sem", "msg")])
+"""
+
+
+def test_system_v_ipc_objects_do_not_reach_the_next_run(backend: SandboxBackend) -> None:
+    # Shared memory, semaphores and message queues outlive their processes in the sandbox's
+    # IPC namespace: a run that leaves any gets the next run a new sandbox. One sandbox only,
+    # so that the next run cannot land in another one anyway.
+    single = open_or_skip(sandbox_settings(backend.name, pool_size=1))
+    try:
+        assert run1(single, SYSV_IPC_LEFT).stdout == b"True True True\n"
+        found = run1(single, SYSV_IPC_FOUND).stdout
+        assert found == b"[-1, -1, -1] [1, 1, 1]\n"  # /proc/sysvipc: the headers only
+    finally:
+        single.close()
+
+
+def test_posix_message_queues_cannot_be_made(sandbox: SandboxBackend) -> None:
+    code = """
+    import ctypes, ctypes.util, os
+    rt = ctypes.CDLL(ctypes.util.find_library("rt"), use_errno=True)
+    print(rt.mq_open(b"/left", os.O_CREAT | os.O_RDWR, 0o666, None), ctypes.get_errno())
+    """
+    assert run1(sandbox, code).stdout == b"-1 24\n"  # EMFILE: RLIMIT_MSGQUEUE is 0
 
 
 def test_invalid_utf8_output_is_returned_verbatim(sandbox: SandboxBackend) -> None:

@@ -35,6 +35,11 @@ from sandboxes.settings import SandboxSettings
 
 log = logging.getLogger("sandboxes")
 
+
+class _Unsent(Exception):
+    """The request could not be sent to a supervisor: nothing of it ran."""
+
+
 _STATUSES: frozenset[str] = frozenset(
     ("ok", "runtime_error", "timeout", "memory", "output_limit", "skipped")
 )
@@ -245,7 +250,10 @@ class Supervisor:
         lim = request.limits
         budget = lim.wall_cap_s + (lim.build_cpu_s * 2 + 1 if request.build is not None else 0)
         deadline = time.monotonic() + budget + margin
-        self.channel.send(payload)
+        try:
+            self.channel.send(payload)
+        except OSError as exc:
+            raise _Unsent(f"{type(exc).__name__}: {exc}") from exc
         build: ExecutionResult | None = None
         results: list[ExecutionResult] = []
         while True:
@@ -444,6 +452,18 @@ class SupervisorPool:
         return waiter.supervisor
 
     def run(self, request: RunRequest) -> RunResult:
+        # A sandbox found dead when the request is sent to it (its container removed or killed
+        # from outside while idle) ran nothing: the request goes to another, once.
+        for attempt in range(2):
+            try:
+                return self._run_once(request)
+            except _Unsent as exc:
+                if attempt:
+                    raise SandboxError(f"sandbox {self.name} failed: {exc}") from exc
+                log.warning("sandbox %s was dead before its request: %s; retrying", self.name, exc)
+        raise AssertionError("unreachable")
+
+    def _run_once(self, request: RunRequest) -> RunResult:
         sup = self._checkout()
         try:
             # After checkout: what is sent depends on what this supervisor already holds.

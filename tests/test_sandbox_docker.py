@@ -20,7 +20,13 @@ import pytest
 
 from sandboxes import Execution, Limits, RunRequest, SandboxBackend
 from sandboxes.docker_backend import _SOCKET_MOUNT, LABEL, OWNER_LABEL, ContainerChannel, owner_id
-from tests.sandbox_fixtures import TEST_LABEL, open_or_skip, sandbox_settings, unavailable
+from tests.sandbox_fixtures import (
+    TEST_LABEL,
+    TEST_POOL_SIZE,
+    open_or_skip,
+    sandbox_settings,
+    unavailable,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -85,8 +91,9 @@ def test_containers_are_locked_down(docker_backend: SandboxBackend, client: Any)
         # (a container still being started may not have connected yet)
         source = mounts[0]["Source"]
         assert wait_until(lambda source=source: not os.path.exists(source))
-        assert set(host["Tmpfs"]) == {"/sandbox", "/tmp", "/var/tmp"}
+        assert set(host["Tmpfs"]) == {"/sandbox", "/tmp", "/var/tmp", "/dev/shm"}
         assert all("size=" in opts for opts in host["Tmpfs"].values())
+        assert all("nr_inodes=" in opts for opts in host["Tmpfs"].values())
         assert host["LogConfig"]["Type"] == "none"
         assert config["User"] and not config["User"].startswith("0")
 
@@ -316,6 +323,31 @@ def test_socket_path_too_long_falls_back_to_attach(
         _answers(backend, runs=4)
         assert "AF_UNIX path too long" in caplog.text
         assert "using the attach stream instead" in caplog.text
+    finally:
+        backend.close()
+
+
+def test_closing_a_backend_spares_another_of_the_same_label(
+    docker_backend: SandboxBackend,
+) -> None:
+    # Both in this process: the same label and owner. Closing one removes its containers only.
+    other = open_or_skip(sandbox_settings("docker", pool_size=1))
+    _answers(other, runs=1)
+    other.close()
+    _answers(docker_backend, runs=2 * TEST_POOL_SIZE)  # each of its sandboxes, twice over
+
+
+def test_a_sandbox_killed_while_idle_is_replaced(client: Any) -> None:
+    # Its container removed from outside between requests: the next request, which the dead
+    # sandbox never received, runs in another one.
+    settings = sandbox_settings("docker", pool_size=1, docker_label="proctor-killed-idle")
+    backend = open_or_skip(settings)
+    try:
+        _answers(backend, runs=1)
+        containers = ours(client, "proctor-killed-idle", owner=owner_id())
+        assert len(containers) == 1
+        containers[0].remove(force=True)
+        _answers(backend, runs=2)
     finally:
         backend.close()
 

@@ -82,6 +82,49 @@ def _prctl(option: int, value: int) -> None:
         raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
 
 
+# Kernel keyring calls (add_key, request_key, keyctl) per architecture: (AUDIT_ARCH_*, numbers).
+_KEYRING_SYSCALLS = {
+    "x86_64": (0xC000003E, (248, 249, 250)),
+    "aarch64": (0xC00000B7, (217, 218, 219)),
+}
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def _deny_keyring_calls() -> bool:
+    """Install a seccomp filter on this supervisor, inherited by every run, under which the
+    kernel keyring calls fail with EPERM, as under Docker's default profile. A key outlives its
+    process in a keyring kept per uid, so without this (the local backend) a run could leave data
+    for any later run of the same uid. System calls of another ABI than the native one (i386,
+    x32) fail the same way. Returns False on an architecture it does not know."""
+    known = _KEYRING_SYSCALLS.get(os.uname().machine)
+    if known is None:
+        return False
+    audit_arch, numbers = known
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, RET_ERRNO | EPERM
+    n = len(numbers)
+    program = [
+        (ld_abs, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 0, n + 3, audit_arch),  # another ABI: to `deny`
+        (ld_abs, 0, 0, 0),  # seccomp_data.nr
+        (jge, n + 1, 0, 0x40000000),  # x32: to `deny`
+        *((jeq, n - i, 0, number) for i, number in enumerate(numbers)),  # to `deny`
+        (ret, 0, 0, allow),
+        (ret, 0, 0, deny),
+    ]
+    code = b"".join(struct.pack("HBBI", *insn) for insn in program)
+    fprog = _SockFprog(len(program), code)
+    if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp filter refused: {os.strerror(err)}")
+    return True
+
+
 # ----------------------------------------------------------------------------- framing
 
 
@@ -930,6 +973,7 @@ def main(config_json: str) -> None:
     _prctl(_PR_SET_DUMPABLE, 0)  # our /proc entries become root-owned: no peeking at our pipes
     # Inherited by every process of every run, and irrevocable: no exec gains privileges.
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    _deny_keyring_calls()  # needs no-new-privileges (or CAP_SYS_ADMIN)
     try:  # children inherit our non-dumpable /proc entries: can they still write this one?
         os.close(os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC))
     except OSError:

@@ -384,17 +384,43 @@ print(found, [open(f"/proc/sysvipc/{k}").read().count("\\n") for k in ("shm", "s
 """
 
 
-def test_system_v_ipc_objects_do_not_reach_the_next_run(backend: SandboxBackend) -> None:
-    # Shared memory, semaphores and message queues outlive their processes in the sandbox's
-    # IPC namespace: a run that leaves any gets the next run a new sandbox. One sandbox only,
-    # so that the next run cannot land in another one anyway.
+@pytest.fixture
+def one_sandbox(backend: SandboxBackend) -> Iterator[SandboxBackend]:
+    """A private backend of the same kind with a single sandbox: consecutive runs share it, so a
+    test of what one run leaves to the next cannot pass because the next landed elsewhere."""
     single = open_or_skip(sandbox_settings(backend.name, pool_size=1))
-    try:
-        assert run1(single, SYSV_IPC_LEFT).stdout == b"True True True\n"
-        found = run1(single, SYSV_IPC_FOUND).stdout
-        assert found == b"[-1, -1, -1] [1, 1, 1]\n"  # /proc/sysvipc: the headers only
-    finally:
-        single.close()
+    yield single
+    single.close()
+
+
+def test_system_v_ipc_objects_do_not_reach_the_next_run(one_sandbox: SandboxBackend) -> None:
+    # Shared memory, semaphores and message queues outlive their processes in the sandbox's
+    # IPC namespace: a run that leaves any gets the next run a new sandbox.
+    assert run1(one_sandbox, SYSV_IPC_LEFT).stdout == b"True True True\n"
+    found = run1(one_sandbox, SYSV_IPC_FOUND).stdout
+    assert found == b"[-1, -1, -1] [1, 1, 1]\n"  # /proc/sysvipc: the headers only
+
+
+KEY_ADD = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+add_key = {"x86_64": 248, "aarch64": 217}[os.uname().machine]
+key = libc.syscall(add_key, b"user", b"left-key", b"left by run one", 15, -4)  # user keyring
+print(key, ctypes.get_errno())
+"""
+
+KEY_FIND = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+keyctl = {"x86_64": 250, "aarch64": 219}[os.uname().machine]
+print(libc.syscall(keyctl, 10, -4, b"user", b"left-key", 0))  # KEYCTL_SEARCH
+"""
+
+
+def test_kernel_keyrings_are_out_of_reach(one_sandbox: SandboxBackend) -> None:
+    # A key outlives its process in the uid's keyring, readable by every later run of that uid.
+    assert run1(one_sandbox, KEY_ADD).stdout == b"-1 1\n"  # EPERM (seccomp)
+    assert run1(one_sandbox, KEY_FIND).stdout == b"-1\n"
 
 
 def test_posix_message_queues_cannot_be_made(sandbox: SandboxBackend) -> None:

@@ -115,8 +115,12 @@ class SandboxSettings(BaseModel):
     """Memory limit of one container (memory = memory+swap, i.e. no swap), tmpfs included. The
     per-request `Limits.memory_bytes` is applied inside as RLIMIT_AS; this is the backstop."""
 
-    container_pids: int = Field(default=256, ge=16, le=32768)
-    """pids limit of one container (threads count): the fork-bomb backstop."""
+    container_pids: int = Field(default=96, ge=16, le=32768)
+    """pids limit of one container (threads count, the supervisor included): docker's bound on
+    a run's processes, as RLIMIT_NPROC (`Limits.max_processes`, 64) is local's, so it caps
+    `max_processes` here. Keep it near that: a fork bomb keeps every allowed process runnable,
+    and the supervisor, one task among them, must still get enough CPU to stop it (at 256 it
+    took 5-30 s, against about a second at 96)."""
 
     container_cpus: float | None = Field(default=None, gt=0, le=1024)
     """CPU quota of one container (None: no quota). CPU budgets are CPU time, so a quota only

@@ -137,10 +137,8 @@ class ContainerChannel:
             directory = self._listen(socket_dir, settings.docker_uid)
             config.update(connect=f"{_SOCKET_MOUNT}/s", token=self._token)
             mounts.append(docker.types.Mount(_SOCKET_MOUNT, directory, type="bind", read_only=True))
-        files = f"nr_inodes={settings.tmpfs_files}"
-        tmp = f"size={settings.tmp_tmpfs_bytes},{files},mode=1777,noexec,nosuid,nodev"
         try:
-            self._container = self._create(client, settings, name, config, mounts, tmp)
+            self._container = self._create(client, settings, name, config, mounts)
         except docker.errors.APIError as exc:
             self._close_socket()
             if mounts and "mount" in str(exc).lower():
@@ -188,8 +186,10 @@ class ContainerChannel:
         name: str,
         config: dict[str, Any],
         mounts: list[Any],
-        tmp: str,
     ) -> Any:
+        files = f"nr_inodes={settings.tmpfs_files}"
+        work = f"size={settings.work_tmpfs_bytes},{files},mode=1777,nosuid,nodev,exec"
+        tmp = f"size={settings.tmp_tmpfs_bytes},{files},mode=1777,noexec,nosuid,nodev"
         return client.containers.create(
             settings.image,
             command=["python3", "-S", "-c", BOOTSTRAP, json.dumps(config)],
@@ -199,10 +199,7 @@ class ContainerChannel:
             network_mode="none",
             read_only=True,
             tmpfs={
-                "/sandbox": (
-                    f"size={settings.work_tmpfs_bytes},nr_inodes={settings.tmpfs_files},"
-                    "mode=1777,nosuid,nodev,exec"
-                ),
+                "/sandbox": work,
                 "/tmp": tmp,
                 "/var/tmp": tmp,
                 "/dev/shm": tmp,  # in place of the engine's own, which has no nr_inodes

@@ -95,15 +95,15 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
 
-def _deny_keyring_calls() -> bool:
+def _deny_keyring_calls() -> None:
     """Install a seccomp filter on this supervisor, inherited by every run, under which the
     kernel keyring calls fail with EPERM, as under Docker's default profile. A key outlives its
     process in a keyring kept per uid, so without this (the local backend) a run could leave data
     for any later run of the same uid. System calls of another ABI than the native one (i386,
-    x32) fail the same way. Returns False on an architecture it does not know."""
+    x32) fail the same way. Nothing is installed on an architecture it does not know."""
     known = _KEYRING_SYSCALLS.get(os.uname().machine)
     if known is None:
-        return False
+        return
     audit_arch, numbers = known
     ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SECCOMP_RET_ALLOW, RET_ERRNO | EPERM
@@ -122,7 +122,6 @@ def _deny_keyring_calls() -> bool:
     if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"seccomp filter refused: {os.strerror(err)}")
-    return True
 
 
 # ----------------------------------------------------------------------------- framing

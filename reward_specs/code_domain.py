@@ -40,9 +40,17 @@ import marshal
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from reward_specs.code.asserts import AssertPlan, ProbeError, evaluate, parse_assert
 from reward_specs.code.cache import SingleFlightCache
@@ -160,9 +168,33 @@ class AssertTests(_Strict):
         return asserts
 
 
+def _tests_shape(value: Any) -> str | None:
+    """Which shape of `tests` a value means, by its one identifying key, so that a mistake is
+    reported against that shape alone (`tests.asserts: must be a list of strings`), not against
+    every alternative."""
+    if isinstance(value, dict):
+        return next((key for key in ("stdio", "fn_name", "asserts") if key in value), None)
+    if isinstance(value, StdioTests | FnTests | AssertTests):
+        return {StdioTests: "stdio", FnTests: "fn_name", AssertTests: "asserts"}[type(value)]
+    return None
+
+
+TestsShape = Annotated[
+    Annotated[StdioTests, Tag("stdio")]
+    | Annotated[FnTests, Tag("fn_name")]
+    | Annotated[AssertTests, Tag("asserts")],
+    Discriminator(
+        _tests_shape,
+        custom_error_type="tests_shape",
+        custom_error_message="`tests` must be an object with `stdio`, `fn_name` and `cases`, "
+        "or `asserts`",
+    ),
+]
+
+
 class CodeReference(ReferenceModel):
     language: Language
-    tests: StdioTests | FnTests | AssertTests
+    tests: TestsShape
 
 
 def _count(tests: StdioTests | FnTests | AssertTests) -> int:

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 import orjson
 from pydantic import ValidationError
 
+from reward_specs.json_bounds import HARD_MAX_DEPTH, json_problem
 from reward_specs.memo import Memo
 from reward_specs.registry import Registry, UnknownDomain
 from reward_specs.scorer import InvalidReference, ReferenceModel, ScoreContext
@@ -204,9 +205,12 @@ def _text_keyer(spec: Spec, domain: str, registry: Registry | None) -> Callable[
 
 
 def _validation_message(exc: ValidationError) -> str:
+    """The first errors, each with its location; a union's tag that repeats the key it is named
+    after (`tests.asserts.asserts`) is said once."""
     parts = []
     for error in exc.errors()[:5]:
-        where = ".".join(str(p) for p in ("reference", *error["loc"]))
+        loc = [str(p) for p in ("reference", *error["loc"])]
+        where = ".".join(p for i, p in enumerate(loc) if i + 1 == len(loc) or p != loc[i + 1])
         parts.append(f"{where}: {error['msg']}")
     return "; ".join(parts)
 
@@ -226,6 +230,11 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
     memo_key = (item.domain, item.reference_key) if item.reference_key else None
     reference = _VALIDATED.get(memo_key) if memo_key else None
     if reference is None:
+        problem = json_problem(item.reference, HARD_MAX_DEPTH)
+        if problem is not None:
+            return Outcome.failure(
+                "invalid", "reference_out_of_bounds", f"`reference` {problem}", elapsed()
+            )
         try:
             reference = scorer.reference_type.model_validate(item.reference)
         except ValidationError as exc:

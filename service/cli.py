@@ -6,21 +6,22 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 import uvicorn
-from pydantic import ValidationError
+from fastapi.exceptions import RequestValidationError
 from tqdm import tqdm
 from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
 
 from reward_specs import BUILTIN_SPEC_DIR, Spec, load_specs
 from service.dispatch.worker import load_registry
 from service.fastjson import dump_json
+from service.ingest import RequestItem, loads_json, validate_score_request
 from service.main import build_state, create_app
-from service.schemas import ErrorInfo, ScoreItem, ScoreResult
-from service.scoring import score_batch
+from service.schemas import ErrorInfo, ScoreResult
+from service.scoring import ItemLimits, score_batch
 from service.settings import Settings
 from service.state import AppState
 
@@ -63,7 +64,13 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args, host=args.host, port=args.port)
     app = create_app(settings)
     widen_body_buffer()
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
+    )
     return 0
 
 
@@ -72,20 +79,49 @@ def result_line(result: ScoreResult, omit_timing: bool = False) -> str:
     return dump_json(result, exclude={"elapsed_ms"} if omit_timing else None).decode()
 
 
-def _read_items(lines: IO[str]) -> Iterator[ScoreItem | ScoreResult]:
-    """Each non-blank line's item, or an `invalid` result naming what is wrong with it."""
+_Entry = tuple[RequestItem, str | None] | ScoreResult
+"""A line's item (and why the reader refused it, if it did) or the `invalid` result of a line that
+holds no item."""
+
+
+def _read_items(lines: Iterable[bytes]) -> Iterator[_Entry]:
+    """Each non-blank line's item, read as the HTTP path reads an item of a request, or an
+    `invalid` result naming the line, and the column or field of what is wrong with it."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield ScoreItem.model_validate_json(line)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            message = f"line {number}: {where + ': ' if where else ''}{first['msg']}"
-            yield ScoreResult(
-                status="invalid", error=ErrorInfo(code="malformed_item", message=message)
-            )
+            value = loads_json(line)
+            if not isinstance(value, dict):
+                raise RequestValidationError(
+                    [{"loc": ("body",), "msg": "a line must hold one JSON object, the item"}]
+                )
+            body = validate_score_request({"items": [value]})
+        except RequestValidationError as exc:
+            yield _malformed(number, exc.errors()[0])
+            continue
+        yield body.items[0], body.rejected.get(0)
+
+
+def _malformed(number: int, error: Mapping[str, Any]) -> ScoreResult:
+    loc = list(error.get("loc", ()))[1:]  # past "body"
+    if loc[:2] == ["items", 0]:
+        where = f"line {number}: " + ".".join(str(p) for p in loc[2:])
+    elif loc and isinstance(loc[0], int):
+        where = f"line {number}, column {loc[0] + 1}"
+    else:
+        where = f"line {number}"
+    message = f"{where}: {error.get('msg', '')}"
+    return ScoreResult(status="invalid", error=ErrorInfo(code="malformed_item", message=message))
+
+
+def _open_items(path: Path) -> tuple[BinaryIO, int | None]:
+    """The items' lines (standard input for `-`) and, for a file, how many are not blank."""
+    if str(path) == "-":
+        return sys.stdin.buffer, None
+    with open(path, "rb") as raw:
+        total = sum(1 for line in raw if line.strip())
+    return open(path, "rb"), total
 
 
 async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
@@ -100,8 +136,7 @@ async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
         )
         return 2
     try:
-        with open(args.file, "rb") as raw:
-            total = sum(1 for line in raw if line.strip())
+        source, total = _open_items(args.file)
     except OSError as exc:
         print(f"proctor score: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
@@ -109,11 +144,11 @@ async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
     counts: dict[str, int] = {}
     try:
         with (
-            open(args.file, encoding="utf-8", errors="surrogateescape") as lines,
+            source,
             tqdm(total=total, unit="item", disable=args.no_progress, file=sys.stderr) as progress,
         ):
-            pending: list[ScoreItem | ScoreResult] = []
-            for entry in _read_items(lines):
+            pending: list[_Entry] = []
+            for entry in _read_items(source):
                 pending.append(entry)
                 if len(pending) >= args.batch_size:
                     await _flush(pending, state, spec, out, args.omit_timing, counts)
@@ -129,28 +164,32 @@ async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 async def _flush(
-    entries: Sequence[ScoreItem | ScoreResult],
+    entries: Sequence[_Entry],
     state: AppState,
     spec: Spec,
     out: IO[str],
     omit_timing: bool,
     counts: dict[str, int],
 ) -> None:
-    items = [e for e in entries if isinstance(e, ScoreItem)]
-    scored = iter(
-        (
-            await score_batch(
-                state.dispatcher,
-                spec,
-                items,
-                max_response_bytes=state.settings.max_response_bytes,
-                deadline_s=state.settings.request_deadline_s,
-                registry=state.registry,
-            )
-        ).results
-    )
+    items: list[RequestItem] = []
+    rejected: dict[int, str] = {}
     for entry in entries:
-        result = next(scored) if isinstance(entry, ScoreItem) else entry
+        if isinstance(entry, tuple):
+            if entry[1] is not None:
+                rejected[len(items)] = entry[1]
+            items.append(entry[0])
+    response = await score_batch(
+        state.dispatcher,
+        spec,
+        items,
+        limits=ItemLimits.of(state.settings),
+        deadline_s=state.settings.request_deadline_s,
+        rejected=rejected,
+        registry=state.registry,
+    )
+    scored = iter(response.results)
+    for entry in entries:
+        result = next(scored) if isinstance(entry, tuple) else entry
         counts[result.status] = counts.get(result.status, 0) + 1
         out.write(result_line(result, omit_timing) + "\n")
     out.flush()
@@ -189,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
     score = sub.add_parser(
         "score", help="score a JSONL file of items in-process, writing JSONL results"
     )
-    score.add_argument("file", type=Path, help="one /v1/score item per line")
+    score.add_argument("file", type=Path, help="one /v1/score item per line; - for stdin")
     score.add_argument("-o", "--output", default="-", help="results file (default: stdout)")
     score.add_argument("--spec", default=None, help="spec name (default: the server default)")
     score.add_argument("--workers", type=int, default=None)

@@ -10,12 +10,19 @@ accepts a subset of what pydantic accepts, with the same values (tests/test_inge
 the two on generated requests), and anything else (a whole number written as `5.0`, a lone
 surrogate escape, `NaN`, an unknown field, a malformed body) goes the pydantic way, which either
 accepts it or answers the 422 naming the field.
+
+One bad item does not sink a batch: an item whose only fault is a field the schema does not know
+is read without it and comes back `invalid` naming the field. A body nested too deeply to decode,
+or holding a number too long to convert, is a 422 naming the body, never a server error.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, Protocol
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, NoReturn, Protocol
 
 import msgspec
 import orjson
@@ -32,7 +39,9 @@ __all__ = [
     "WireItem",
     "WireRequest",
     "decode_score_request",
+    "loads_json",
     "read_score_request",
+    "validate_score_request",
 ]
 
 
@@ -47,6 +56,7 @@ class WireItem(msgspec.Struct, forbid_unknown_fields=True):
     finish_reason: Literal["stop", "length"] | None = None
     response_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
     max_response_tokens: Annotated[int, msgspec.Meta(gt=0)] | None = None
+    meta: dict[str, Any] | None = None
 
 
 class WireRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -67,10 +77,21 @@ class RequestItem(ItemFields, Protocol):
     def reference(self) -> dict[str, Any] | None: ...
     @property
     def reference_index(self) -> int | None: ...
+    @property
+    def meta(self) -> dict[str, Any] | None: ...
 
 
-ScoreBody = WireRequest | ScoreRequest
-"""A validated score request, whichever reader accepted it."""
+@dataclass(frozen=True, slots=True)
+class ScoreBody:
+    """A validated score request, whichever reader accepted it."""
+
+    items: Sequence[RequestItem]
+    spec: str | None = None
+    references: list[dict[str, Any]] | None = None
+    rejected: Mapping[int, str] = field(default_factory=dict)
+    """Position -> why that item is refused (fields the schema does not know): the item was read
+    without them, and its result is `invalid` with this message."""
+
 
 _DECODER = msgspec.json.Decoder(WireRequest)
 
@@ -79,23 +100,64 @@ def decode_score_request(body: bytes) -> ScoreBody:
     """The request in `body`, or `RequestValidationError` with FastAPI's locations
     (`["body", "items", 3, "response"]`) when the schema refuses it."""
     try:
-        return _DECODER.decode(body)
+        fast = _DECODER.decode(body)
+        return ScoreBody(items=fast.items, spec=fast.spec, references=fast.references)
     except (msgspec.ValidationError, msgspec.DecodeError):
         pass  # not necessarily wrong: pydantic decides, and names the field if it is
+    except RecursionError:
+        _refuse_body("the JSON is nested too deeply")
+    return validate_score_request(loads_json(body))
+
+
+def validate_score_request(data: Any) -> ScoreBody:
+    """A decoded request checked against the schema; items whose only fault is an unknown field
+    are kept (without it) and listed in `rejected`."""
     try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        data = _loads_leniently(body)  # what JSON allows and orjson refuses (lone surrogates)
-    try:
-        return ScoreRequest.model_validate(data)
+        request = ScoreRequest.model_validate(data)
+        return ScoreBody(items=request.items, spec=request.spec, references=request.references)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
-        raise RequestValidationError(
-            [{**error, "loc": ("body", *error["loc"])} for error in errors]
-        ) from None
+    stray = _stray_item_fields(errors)
+    if stray:
+        for position, names in stray.items():
+            for name in names:
+                data["items"][position].pop(name, None)
+        body = validate_score_request(data)  # no stray field is left: this cannot recurse again
+        rejected = {
+            p: "unknown field" + ("s " if len(n) > 1 else " ") + ", ".join(f"`{x}`" for x in n)
+            for p, n in stray.items()
+        }
+        return ScoreBody(body.items, body.spec, body.references, rejected)
+    raise RequestValidationError(
+        [{**error, "loc": ("body", *error["loc"])} for error in errors]
+    ) from None
 
 
-def _loads_leniently(body: bytes) -> Any:
+def _stray_item_fields(errors: Sequence[Mapping[str, Any]]) -> dict[int, list[str]]:
+    """Position -> unknown field names, if every error is an unknown field of an item (and so
+    the request is fine but for those items); else empty."""
+    stray: dict[int, list[str]] = {}
+    for error in errors:
+        loc = error["loc"]
+        if not (
+            error["type"] == "extra_forbidden"
+            and len(loc) == 3
+            and loc[0] == "items"
+            and isinstance(loc[1], int)
+            and isinstance(loc[2], str)
+        ):
+            return {}
+        stray.setdefault(loc[1], []).append(loc[2])
+    return stray
+
+
+def loads_json(body: bytes | str) -> Any:
+    """`body` decoded as JSON, or `RequestValidationError` naming the body (and the position,
+    where there is one). Lenient where JSON is (lone surrogate escapes), never a server error."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass  # what JSON allows and orjson refuses (lone surrogates): the standard library's turn
     loc: tuple[str | int, ...]
     try:
         return json.loads(body)
@@ -105,7 +167,14 @@ def _loads_leniently(body: bytes) -> Any:
         message, loc = f"JSON decode error: {exc.msg}", ("body", exc.pos)
     except RecursionError:
         message, loc = "the JSON is nested too deeply", ("body",)
+    except ValueError:  # an integer of more digits than Python converts
+        digits = sys.int_info.default_max_str_digits
+        message, loc = f"the JSON holds an integer of more than {digits} digits", ("body",)
     raise RequestValidationError([{"type": "json_invalid", "loc": loc, "msg": message}]) from None
+
+
+def _refuse_body(message: str) -> NoReturn:
+    raise RequestValidationError([{"type": "json_invalid", "loc": ("body",), "msg": message}])
 
 
 async def read_score_request(request: Request) -> ScoreBody:

@@ -1,8 +1,10 @@
 """Long evaluations as jobs: POST /v1/jobs returns at once, GET /v1/jobs/{id} reports progress.
 
 Jobs live in this process's memory: they survive neither a restart nor a second replica, which the
-docs say. A job is scored in slices so its progress moves; its results are kept for `job_ttl_s`
-after it finishes, and at most `max_jobs` are kept at once.
+docs say. At most `max_jobs` run at once (a new one beyond that is refused, with a hint of when to
+retry); a finished job's results are kept for `ttl_s`, and at most `max_finished` of them (the
+oldest are forgotten first). Progress counts items as they get their outcomes. DELETE cancels a
+running job (it is then kept as `cancelled`) or forgets a finished one.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,11 +24,13 @@ __all__ = ["Job", "JobStore", "TooManyJobs"]
 
 log = logging.getLogger(__name__)
 
-JobState = Literal["queued", "running", "done", "failed"]
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
 class TooManyJobs(RuntimeError):
-    pass
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass
@@ -36,8 +41,19 @@ class Job:
     completed: int = 0
     result: ScoreResponse | None = None
     error: ErrorInfo | None = None
+    started_at: float = field(default_factory=time.monotonic)
     finished_at: float | None = None
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self.finished_at is None
+
+    def advance(self, n: int) -> None:
+        """`n` more items have their outcome (called from any thread)."""
+        with self._lock:
+            self.completed = min(self.total, self.completed + n)
 
     def view(self) -> JobStatus:
         return JobStatus(
@@ -54,25 +70,41 @@ Runner = Callable[[Job], Awaitable[ScoreResponse]]
 
 
 class JobStore:
-    def __init__(self, max_jobs: int = 64, ttl_s: float = 3600.0) -> None:
+    def __init__(self, max_jobs: int = 64, ttl_s: float = 3600.0, max_finished: int = 1024) -> None:
         self.max_jobs = max_jobs
         self.ttl_s = ttl_s
+        self.max_finished = max_finished
         self._jobs: dict[str, Job] = {}
 
     def _expire(self) -> None:
         now = time.monotonic()
-        for job_id, job in list(self._jobs.items()):
-            if job.finished_at is not None and now - job.finished_at > self.ttl_s:
-                del self._jobs[job_id]
+        finished = [j for j in self._jobs.values() if j.finished_at is not None]
+        finished.sort(key=lambda j: j.finished_at or 0.0)
+        excess = len(finished) - self.max_finished
+        for n, job in enumerate(finished):
+            if n < excess or now - (job.finished_at or now) > self.ttl_s:
+                del self._jobs[job.id]
+
+    def running(self) -> int:
+        return sum(job.running for job in self._jobs.values())
 
     def start(self, total: int, runner: Runner) -> Job:
         self._expire()
-        if len(self._jobs) >= self.max_jobs:
-            raise TooManyJobs(f"{self.max_jobs} jobs are already kept; retry later")
+        if self.running() >= self.max_jobs:
+            raise TooManyJobs(
+                f"{self.max_jobs} jobs are already running; retry later", self._retry_after_s()
+            )
         job = Job(id=secrets.token_hex(12), total=total)
         self._jobs[job.id] = job
         job.task = asyncio.create_task(self._run(job, runner), name=f"job-{job.id}")
         return job
+
+    def _retry_after_s(self) -> int:
+        """A hint for a refused client: about how long the oldest running job has run so far
+        (jobs of one evaluation tend to be alike), between 1 s and a minute."""
+        now = time.monotonic()
+        ages = [now - j.started_at for j in self._jobs.values() if j.running]
+        return int(min(60.0, max(1.0, max(ages, default=1.0))))
 
     async def _run(self, job: Job, runner: Runner) -> None:
         job.status = "running"
@@ -80,8 +112,11 @@ class JobStore:
             job.result = await runner(job)
             job.status = "done"
         except asyncio.CancelledError:
-            job.status = "failed"
-            job.error = ErrorInfo(code="cancelled", message="the service stopped during this job")
+            if job.error is None:  # not cancelled by a client (`delete`): the service stops
+                job.status = "failed"
+                job.error = ErrorInfo(
+                    code="cancelled", message="the service stopped during this job"
+                )
             raise
         except Exception as exc:  # recorded on the job and logged: never lost
             log.exception("job %s failed", job.id)
@@ -93,6 +128,22 @@ class JobStore:
     def get(self, job_id: str) -> Job | None:
         self._expire()
         return self._jobs.get(job_id)
+
+    async def delete(self, job_id: str) -> Job | None:
+        """Cancel a running job (kept, as `cancelled`, for `ttl_s`) or forget a finished one;
+        the job as it now stands, or None if there is no such job."""
+        job = self.get(job_id)
+        if job is None:
+            return None
+        if not job.running:
+            del self._jobs[job_id]
+            return job
+        job.status = "cancelled"
+        job.error = ErrorInfo(code="cancelled", message="the job was cancelled by a client")
+        if job.task is not None:
+            job.task.cancel()
+            await asyncio.gather(job.task, return_exceptions=True)
+        return job
 
     async def close(self) -> None:
         tasks = [j.task for j in self._jobs.values() if j.task is not None and not j.task.done()]

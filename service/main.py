@@ -19,8 +19,9 @@ from reward_specs import BUILTIN_SPEC_DIR, SpecError, load_specs
 from service.dispatch.local import LocalDispatcher
 from service.dispatch.worker import load_registry
 from service.jobs import JobStore
-from service.metrics import Metrics
+from service.metrics import Metrics, StatusCounter
 from service.routes import health, puzzles, score
+from service.routes.docs import mount_docs
 from service.runtime import settle_heap
 from service.schemas import ScoreRequest
 from service.settings import Settings
@@ -136,8 +137,8 @@ def build_state(settings: Settings) -> AppState:
         registry=registry,
         specs=specs,
         dispatcher=dispatcher,
-        metrics=Metrics(dispatcher.pool.stats),
-        jobs=JobStore(settings.max_jobs, settings.job_ttl_s),
+        metrics=Metrics(dispatcher.pool.stats, domains=[s.domain for s in registry]),
+        jobs=JobStore(settings.max_jobs, settings.job_ttl_s, settings.max_finished_jobs),
     )
 
 
@@ -160,6 +161,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1",
         summary="Verifier and reward service for RL on reasoning language models.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.proctor = state
     app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)
@@ -167,7 +170,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(score.router)
     app.include_router(health.router)
     app.include_router(puzzles.router)
+    mount_docs(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(StatusCounter, metrics=state.metrics)
     app.openapi = _openapi_with_server_facts(app, state)  # type: ignore[method-assign]
     return app
 

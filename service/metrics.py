@@ -1,18 +1,29 @@
-"""Prometheus metrics, one registry per app (no import-time global state)."""
+"""Prometheus metrics, one registry per app (no import-time global state).
+
+Label values come from closed sets (the registry's domains, the app's route templates, status
+classes), never from what a client wrote: a request naming a thousand made-up domains cannot make
+a thousand series.
+"""
 
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, MutableMapping, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.dispatch.pool import PoolStats
 from service.schemas import ScoreResult
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "StatusCounter"]
+
+UNKNOWN = "unknown"
+"""The label of a domain this server does not have."""
 
 
 class _PoolCollector(Collector):
@@ -39,7 +50,10 @@ class _PoolCollector(Collector):
 
 
 class Metrics:
-    def __init__(self, pool_stats: Callable[[], PoolStats | None]) -> None:
+    def __init__(
+        self, pool_stats: Callable[[], PoolStats | None], domains: Collection[str] = ()
+    ) -> None:
+        self.domains = frozenset(domains)
         self.registry = CollectorRegistry()
         self.items = Counter(
             "proctor_items",
@@ -54,11 +68,55 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300),
             registry=self.registry,
         )
+        self.responses = Counter(
+            "proctor_http_responses",
+            "HTTP responses by route template and status class (2xx, 4xx, 5xx, ...).",
+            ["route", "status"],
+            registry=self.registry,
+        )
         self.registry.register(_PoolCollector(pool_stats))
 
     def observe(self, domains: Sequence[str], results: Sequence[ScoreResult]) -> None:
+        known = self.domains
         counts = Tally(
-            (domain, result.status) for domain, result in zip(domains, results, strict=True)
+            (domain if domain in known else UNKNOWN, result.status)
+            for domain, result in zip(domains, results, strict=True)
         )
         for (domain, status), n in counts.items():
             self.items.labels(domain=domain, status=status).inc(n)
+
+
+class StatusCounter:
+    """Counts every response in `Metrics.responses`, by the template of the route that answered
+    (`/v1/jobs/{job_id}`, not the path) or `unmatched`, and by status class; an exception that
+    escapes the app counts as a 5xx."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def send_status(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        except BaseException:
+            status = 500
+            raise
+        finally:
+            route = scope.get("route")
+            template = (
+                route.path if isinstance(route, BaseRoute) and hasattr(route, "path") else None
+            )
+            self.metrics.responses.labels(
+                route=template or "unmatched", status=f"{status // 100}xx"
+            ).inc()

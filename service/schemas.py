@@ -57,6 +57,11 @@ class ScoreItem(BaseModel):
     # The bound comes before the validator so that it reaches the published schema.
     response_tokens: Annotated[int, Field(ge=0), BeforeValidator(_whole_number)] | None = None
     max_response_tokens: Annotated[int, Field(gt=0), BeforeValidator(_whole_number)] | None = None
+    meta: dict[str, Any] | None = Field(
+        None,
+        description="Free-form (a prompt id, a sample index): echoed back untouched on this "
+        "item's result, never read. Bounded like a reference (depth, `max_meta_bytes`).",
+    )
 
 
 class ScoreRequest(BaseModel):
@@ -91,6 +96,7 @@ class ScoreResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
     error: ErrorInfo | None = None
     elapsed_ms: float = 0.0
+    meta: dict[str, Any] | None = None
 
 
 class ScoreResponse(BaseModel):
@@ -124,7 +130,7 @@ class JobAccepted(BaseModel):
 
 class JobStatus(BaseModel):
     job_id: str
-    status: Literal["queued", "running", "done", "failed"]
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
     total: int
     completed: int
     result: ScoreResponse | None = None

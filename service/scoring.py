@@ -10,7 +10,8 @@ reasoning), so a group of 16 costs the scorer a few calls.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from reward_specs import (
@@ -23,14 +24,37 @@ from reward_specs import (
     item_keyer,
     reference_key,
 )
+from reward_specs.json_bounds import json_problem
 from service.dispatch.base import Dispatcher
 from service.ingest import RequestItem
 from service.schemas import ErrorInfo, ScoreResponse, ScoreResult, SpecSummary
+from service.settings import Settings
 
-__all__ = ["score_batch", "to_result"]
+__all__ = ["ItemLimits", "score_batch", "to_result"]
 
 
-def to_result(item_id: str | None, outcome: Outcome) -> ScoreResult:
+@dataclass(frozen=True, slots=True)
+class ItemLimits:
+    """What one item may hold (`service.settings` documents each bound)."""
+
+    max_response_bytes: int
+    max_depth: int
+    max_reference_bytes: int
+    max_meta_bytes: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ItemLimits:
+        return cls(
+            max_response_bytes=settings.max_response_bytes,
+            max_depth=settings.max_reference_depth,
+            max_reference_bytes=settings.max_reference_bytes,
+            max_meta_bytes=settings.max_meta_bytes,
+        )
+
+
+def to_result(
+    item_id: str | None, outcome: Outcome, meta: dict[str, Any] | None = None
+) -> ScoreResult:
     # Built without validation: an Outcome is ours and already has the result's types, and
     # validating 4,096 results' details cost more than scoring a batch of cached puzzle answers.
     error = None
@@ -49,28 +73,48 @@ def to_result(item_id: str | None, outcome: Outcome) -> ScoreResult:
         details=outcome.details,
         error=error,
         elapsed_ms=outcome.elapsed_ms,
+        meta=meta,
     )
 
 
 def _too_large(item: RequestItem, max_bytes: int) -> Outcome | None:
+    """A judged 0 for a response over the limit: were it `invalid`, it would be masked from
+    training, and a policy could learn to run long to escape a zero."""
     size = len(item.response.encode("utf-8", "surrogatepass"))
     if size <= max_bytes:
         return None
-    return Outcome.failure(
-        "invalid",
-        "response_too_large",
-        f"response is {size} bytes; this server accepts at most {max_bytes}",
+    return Outcome(
+        status="ok",
+        reward=0.0,
+        score=0.0,
+        success=False,
+        parsed=False,
+        details={"reason": "response_too_large", "bytes": size, "limit_bytes": max_bytes},
     )
+
+
+def _bounded_json(
+    value: dict[str, Any], what: str, limits: ItemLimits, max_bytes: int
+) -> bytes | Outcome:
+    """`value`'s canonical JSON, or the `invalid` outcome naming the bound it breaks."""
+    problem = json_problem(value, limits.max_depth)
+    if problem is None:
+        encoded = canonical_json(value)
+        if len(encoded) <= max_bytes:
+            return encoded
+        problem = f"is {len(encoded)} bytes of JSON; this server accepts at most {max_bytes}"
+    return Outcome.failure("invalid", f"{what}_out_of_bounds", f"`{what}` {problem}")
 
 
 def _resolve_reference(
     item: RequestItem,
     table: Sequence[dict[str, Any]] | None,
-    table_json: dict[int, bytes],
+    table_json: dict[int, bytes | Outcome],
+    limits: ItemLimits,
 ) -> tuple[dict[str, Any], bytes] | Outcome:
     """The item's reference and its canonical JSON, or the `invalid` outcome saying why not.
 
-    A table reference's JSON is computed once per request, however many items point at it.
+    A table reference is checked and encoded once per request, however many items point at it.
     """
     index = item.reference_index
     if index is None:
@@ -78,7 +122,8 @@ def _resolve_reference(
             return Outcome.failure(
                 "invalid", "missing_reference", "give `reference` or `reference_index`"
             )
-        return item.reference, canonical_json(item.reference)
+        encoded = _bounded_json(item.reference, "reference", limits, limits.max_reference_bytes)
+        return encoded if isinstance(encoded, Outcome) else (item.reference, encoded)
     if item.reference is not None:
         return Outcome.failure(
             "invalid", "ambiguous_reference", "give `reference` or `reference_index`, not both"
@@ -91,20 +136,39 @@ def _resolve_reference(
             f"reference_index {index} is outside the request's {size} `references`",
         )
     if index not in table_json:
-        table_json[index] = canonical_json(table[index])
-    return table[index], table_json[index]
+        table_json[index] = _bounded_json(
+            table[index], "reference", limits, limits.max_reference_bytes
+        )
+    encoded = table_json[index]
+    return encoded if isinstance(encoded, Outcome) else (table[index], encoded)
 
 
-def _fan_out(items: Sequence[RequestItem], outcomes: list[Outcome | None]) -> list[ScoreResult]:
-    """One result per item that has an outcome; items without an `id` that share an outcome share
-    one (immutable) result object."""
+def _refusal(item: RequestItem, why: str | None, limits: ItemLimits) -> Outcome | None:
+    """The `invalid` outcome of an item refused before scoring (an unknown field, a `meta` out of
+    bounds), or None."""
+    if why is not None:
+        return Outcome.failure("invalid", "malformed_item", why)
+    if item.meta is not None:
+        checked = _bounded_json(item.meta, "meta", limits, limits.max_meta_bytes)
+        if isinstance(checked, Outcome):
+            return checked
+    return None
+
+
+def _fan_out(
+    items: Sequence[RequestItem], outcomes: list[Outcome | None], unechoed: set[int]
+) -> list[ScoreResult]:
+    """One result per item that has an outcome, with its `meta` unless its position is in
+    `unechoed` (a `meta` out of bounds); items without an `id` or `meta` that share an outcome
+    share one (immutable) result object."""
     anonymous: dict[int, ScoreResult] = {}
     results = []
-    for item, outcome in zip(items, outcomes, strict=True):
+    for position, (item, outcome) in enumerate(zip(items, outcomes, strict=True)):
         if outcome is None:
             continue
-        if item.id is not None:
-            results.append(to_result(item.id, outcome))
+        if item.id is not None or item.meta is not None:
+            meta = None if position in unechoed else item.meta
+            results.append(to_result(item.id, outcome, meta))
             continue
         result = anonymous.get(id(outcome))
         if result is None:
@@ -113,19 +177,34 @@ def _fan_out(items: Sequence[RequestItem], outcomes: list[Outcome | None]) -> li
     return results
 
 
+@dataclass(frozen=True, slots=True)
+class _Progress:
+    """Turns "unique item i is done" into "this many of the request's items are done"."""
+
+    report: Callable[[int], None]
+    fan_in: list[int]
+
+    def __call__(self, index: int) -> None:
+        self.report(self.fan_in[index])
+
+
 async def score_batch(
     dispatcher: Dispatcher,
     spec: Spec,
     items: Sequence[RequestItem],
     *,
-    max_response_bytes: int,
+    limits: ItemLimits,
     deadline_s: float,
     references: Sequence[dict[str, Any]] | None = None,
+    rejected: Mapping[int, str] | None = None,
     registry: Registry,
+    on_progress: Callable[[int], None] | None = None,
 ) -> ScoreResponse:
     """Score `items` under `spec`: one result per item, in order. `references` is the request's
-    table that items may point into with `reference_index`. `registry` is the one the dispatcher
-    scores with: items are also shared by their scorers' answer keys (see `item_key`)."""
+    table that items may point into with `reference_index`; `rejected` maps positions of items
+    the reader refused to why (`ScoreBody.rejected`). `registry` is the one the dispatcher
+    scores with: items are also shared by their scorers' answer keys (see `item_key`).
+    `on_progress(n)` is told, from any thread, each time `n` more items have their outcome."""
     deadline = time.monotonic() + deadline_s
     outcomes: list[Outcome | None] = [None] * len(items)
     unique: dict[ItemKey, list[int]] = {}
@@ -133,16 +212,24 @@ async def score_batch(
     # Equal references become one object with one key, which the worker pool then sends once per
     # chunk (pickle shares repeated objects): a GRPO group's 16 items carry one puzzle, not 16.
     interned: dict[bytes, tuple[dict[str, Any], str]] = {}
-    table_json: dict[int, bytes] = {}
+    table_json: dict[int, bytes | Outcome] = {}
     key_of = item_keyer(spec, registry)
-    quick_limit = max_response_bytes // 4  # no code point takes more than 4 bytes
+    quick_limit = limits.max_response_bytes // 4  # no code point takes more than 4 bytes
+    refused = rejected or {}
+    unechoed: set[int] = set()
     for position, item in enumerate(items):
+        refusal = _refusal(item, refused.get(position), limits)
+        if refusal is not None:
+            outcomes[position] = refusal
+            if item.meta is not None:
+                unechoed.add(position)
+            continue
         if len(item.response) > quick_limit:
-            rejected = _too_large(item, max_response_bytes)
-            if rejected is not None:
-                outcomes[position] = rejected
+            too_large = _too_large(item, limits.max_response_bytes)
+            if too_large is not None:
+                outcomes[position] = too_large
                 continue
-        resolved = _resolve_reference(item, references, table_json)
+        resolved = _resolve_reference(item, references, table_json, limits)
         if isinstance(resolved, Outcome):
             outcomes[position] = resolved
             continue
@@ -167,11 +254,15 @@ async def score_batch(
         unique[key] = [position]
         unique_items.append(engine_item)
 
-    scored = await dispatcher.run(spec, unique_items, deadline)
+    on_done = None
+    if on_progress is not None:
+        on_progress(len(items) - sum(len(p) for p in unique.values()))  # refused, or shared
+        on_done = _Progress(on_progress, [len(p) for p in unique.values()])
+    scored = await dispatcher.run(spec, unique_items, deadline, on_done)
     for positions, outcome in zip(unique.values(), scored, strict=True):
         for position in positions:
             outcomes[position] = outcome
-    results = _fan_out(items, outcomes)
+    results = _fan_out(items, outcomes, unechoed)
     if len(results) != len(items):
         raise RuntimeError("an item was left without an outcome")  # a bug of ours: fail loudly
     return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from reward_specs.json_bounds import DEFAULT_MAX_DEPTH, HARD_MAX_DEPTH
 from sandboxes.settings import SandboxSettings
 
 __all__ = ["Settings"]
@@ -59,14 +60,29 @@ class Settings(BaseSettings):
 
     max_items_per_request: int = Field(16384, ge=1)
     max_response_bytes: int = Field(256 * 1024, ge=1)
-    """Per item, UTF-8 bytes of `response`; a larger item is `invalid` (the batch goes on)."""
+    """Per item, UTF-8 bytes of `response`; a larger one is judged 0 (`response_too_large`) without
+    being read: a response must not escape its zero by running long."""
     max_request_bytes: int = Field(256 * 1024 * 1024, ge=1024)
     """Whole request body; a larger one is refused with 413 before it is parsed."""
+    max_reference_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=HARD_MAX_DEPTH)
+    """Levels of arrays and objects a reference or `meta` may nest; a deeper one makes its item
+    `invalid`. At most 200, so that whatever walks a value later stays far from Python's
+    recursion limit."""
+    max_reference_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    """Compact-JSON bytes of one reference; a larger one makes its item `invalid`."""
+    max_meta_bytes: int = Field(64 * 1024, ge=64)
+    """Compact-JSON bytes of one item's `meta`; a larger one makes its item `invalid`."""
 
     job_ttl_s: float = Field(3600.0, gt=0)
     """How long a finished job's results stay available at GET /v1/jobs/{id}."""
     max_jobs: int = Field(64, ge=1)
-    """Jobs kept at once (running or finished); a new job beyond this is refused with 429."""
+    """Jobs running at once; a new job beyond this is refused with 429 and `Retry-After`."""
+    max_finished_jobs: int = Field(1024, ge=1)
+    """Finished jobs whose results are kept (each for `job_ttl_s`); the oldest go first."""
+
+    shutdown_grace_s: float = Field(10.0, gt=0, le=600)
+    """On SIGTERM, how long requests in flight may finish before they are cut off and the
+    workers and sandboxes are stopped."""
 
     sandbox: SandboxSettings = SandboxSettings()
 

@@ -55,7 +55,7 @@ def test_score_writes_one_result_per_item_line(tmp_path: Path) -> None:
     results = [json.loads(line) for line in done.stdout.splitlines()]
     assert [r["status"] for r in results] == ["ok", "invalid", "invalid", "ok"]
     assert results[0]["success"] is True and results[3]["success"] is False
-    assert results[1]["error"]["message"].startswith("line 2: Invalid JSON")
+    assert results[1]["error"]["message"].startswith("line 2, column 2: JSON decode error")
     assert results[2]["error"]["message"].startswith("line 4: response: ")
     assert all("elapsed_ms" not in r for r in results)
     assert "2 ok" in done.stderr and "2 invalid" in done.stderr

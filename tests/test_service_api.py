@@ -166,11 +166,18 @@ def test_limits_are_reported_and_enforced(make_server: Callable[..., Server]) ->
         assert too_many.status_code == 422
         assert _detail_locs(too_many) == [["body", "items"]]
 
-        big = {**MATH_OK, "id": "big", "response": "x" * 101}
+        # A response over the limit is the response's fault: a judged 0, not a masked item,
+        # even where the same text within the limit would have earned credit.
+        big = {**MATH_OK, "id": "big", "response": "\\boxed{4}" + "x" * 101}
         results = score(client, [MATH_OK, big])
         assert results[0]["status"] == "ok"
-        assert results[1]["status"] == "invalid"
-        assert results[1]["error"]["code"] == "response_too_large"
+        assert results[1]["status"] == "ok"
+        assert (results[1]["score"], results[1]["reward"], results[1]["parsed"]) == (0, 0, False)
+        assert results[1]["details"] == {
+            "reason": "response_too_large",
+            "bytes": 110,
+            "limit_bytes": 100,
+        }
 
         huge = client.post("/v1/score", json={"items": [{**MATH_OK, "response": "y" * 5000}]})
         assert huge.status_code == 413
@@ -256,7 +263,9 @@ def test_metrics_count_items_by_domain_and_status(client: httpx.Client) -> None:
     score(client, [MATH_OK, {"domain": "alchemy", "response": "", "reference": {}}])
     text = client.get("/metrics").text
     assert 'proctor_items_total{domain="math",status="ok"}' in text
-    assert 'proctor_items_total{domain="alchemy",status="invalid"}' in text
+    # A domain the server does not have is `unknown`: clients cannot make new series.
+    assert 'proctor_items_total{domain="unknown",status="invalid"}' in text
+    assert "alchemy" not in text
     assert "proctor_pool_ready_workers 2.0" in text
 
 
@@ -284,6 +293,7 @@ def test_openapi_describes_the_contract(client: httpx.Client) -> None:
         "details",
         "error",
         "elapsed_ms",
+        "meta",
     }
 
 

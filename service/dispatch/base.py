@@ -7,7 +7,7 @@ and scorers never change with the deployment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from reward_specs import Item, Outcome, Spec
@@ -25,5 +25,13 @@ class Dispatcher(Protocol):
     def readiness(self) -> dict[str, bool]:
         """Component name -> ready, for /readyz."""
 
-    async def run(self, spec: Spec, items: Sequence[Item], deadline: float) -> list[Outcome]:
-        """Exactly one outcome per item, in order, by `deadline` (a `time.monotonic()` instant)."""
+    async def run(
+        self,
+        spec: Spec,
+        items: Sequence[Item],
+        deadline: float,
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[Outcome]:
+        """Exactly one outcome per item, in order, by `deadline` (a `time.monotonic()` instant),
+        whatever part of the dispatcher has died. `on_done(position)` is called, from any
+        thread, as each item gets its outcome (a job's progress)."""

@@ -2,17 +2,20 @@
 
 No Redis, no Docker: everything runs in this process and its children. Items whose scorer says
 `executor="process"` go to the `WorkerPool`; those whose scorer says `executor="thread"` (code,
-which
-mostly waits on a sandbox) run in a thread pool here with the sandbox backend in their context.
+which mostly waits on a sandbox) run in a thread pool here with the sandbox backend in their
+context. A watchdog restarts the pool's manager if it is ever gone, and no request waits past
+its deadline for any part, dead or alive.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from sandboxes import SandboxBackend, SandboxError, open_backend
@@ -23,6 +26,12 @@ from service.settings import Settings
 __all__ = ["LocalDispatcher"]
 
 log = logging.getLogger(__name__)
+
+WATCHDOG_S = 1.0
+"""How often the watchdog looks for a vanished pool manager."""
+GRACE_S = 2.0
+"""How long past a deadline the dispatcher still waits for the pool's own answer (which resolves
+late items itself) before it resolves them here."""
 
 
 class LocalDispatcher:
@@ -44,9 +53,11 @@ class LocalDispatcher:
         self._sandbox: SandboxBackend | None = None
         self._sandbox_error: str | None = None
         self._needs_sandbox = any(s.executor == "thread" for s in registry)
+        self._watchdog: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.pool.start()
+        self._watchdog = asyncio.create_task(self._watch(), name="proctor-watchdog")
         if self._needs_sandbox:
             try:
                 self._sandbox = await asyncio.to_thread(open_backend, self.settings.sandbox)
@@ -54,7 +65,16 @@ class LocalDispatcher:
                 self._sandbox_error = str(exc)
                 log.error("sandbox backend unavailable, code items will fail: %s", exc)
 
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCHDOG_S)
+            self.pool.heal()
+
     async def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
         await asyncio.to_thread(self.pool.stop)
         self._threads.shutdown(wait=False, cancel_futures=True)
         if self._sandbox is not None:
@@ -66,7 +86,13 @@ class LocalDispatcher:
             ready["sandbox"] = self._sandbox is not None and self._sandbox.ready()
         return ready
 
-    async def run(self, spec: Spec, items: Sequence[Item], deadline: float) -> list[Outcome]:
+    async def run(
+        self,
+        spec: Spec,
+        items: Sequence[Item],
+        deadline: float,
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[Outcome]:
         in_pool: list[int] = []
         in_threads: list[int] = []
         threaded: dict[str, bool] = {}
@@ -82,19 +108,49 @@ class LocalDispatcher:
 
         pool_items = [items[p] for p in in_pool]
         labels = [self.costs.label(item) for item in pool_items]
+        pool_done = None if on_done is None else _Renumbered(on_done, in_pool)
         pool_future = self.pool.submit(
-            spec.name, pool_items, deadline, self.costs.estimates(labels)
+            spec.name, pool_items, deadline, self.costs.estimates(labels), pool_done
         )
         thread_outcomes = await asyncio.gather(
-            *(self._run_in_thread(spec, items[p], deadline) for p in in_threads)
+            *(self._run_in_thread(spec, items[p], deadline, p, on_done) for p in in_threads)
         )
-        pool_outcomes: list[Outcome] = await asyncio.wrap_future(pool_future)
+        pool_outcomes = await self._await_pool(pool_future, len(pool_items), deadline)
         self.costs.observe(labels, pool_outcomes)
         outcomes = dict(zip(in_threads, thread_outcomes, strict=True))
         outcomes.update(zip(in_pool, pool_outcomes, strict=True))
         return [outcomes[position] for position in range(len(items))]
 
-    async def _run_in_thread(self, spec: Spec, item: Item, deadline: float) -> Outcome:
+    async def _await_pool(
+        self, future: Future[list[Outcome]], n: int, deadline: float
+    ) -> list[Outcome]:
+        """The pool's outcomes; should the pool not answer (a part of it died and has not been
+        healed in time), every item is `infra_error` shortly after the deadline, never a hang."""
+        wrapped = asyncio.wrap_future(future)
+        try:
+            outcomes: list[Outcome] = await asyncio.wait_for(
+                wrapped, timeout=max(0.0, deadline - time.monotonic()) + GRACE_S
+            )
+            return outcomes
+        except TimeoutError:  # waiting was cancelled, and so is the batch in the pool
+            log.error("the worker pool did not answer a batch by its deadline")
+            message = "the worker pool did not answer by the request deadline"
+            return [Outcome.failure("infra_error", "deadline_exceeded", message)] * n
+
+    async def _run_in_thread(
+        self,
+        spec: Spec,
+        item: Item,
+        deadline: float,
+        position: int,
+        on_done: Callable[[int], None] | None,
+    ) -> Outcome:
+        outcome = await self._score_in_thread(spec, item, deadline)
+        if on_done is not None:
+            on_done(position)
+        return outcome
+
+    async def _score_in_thread(self, spec: Spec, item: Item, deadline: float) -> Outcome:
         if self._sandbox is None:
             return Outcome.failure(
                 "infra_error",
@@ -112,3 +168,14 @@ class LocalDispatcher:
                 "deadline_exceeded",
                 "the request deadline passed before this item was scored",
             )
+
+
+@dataclass(frozen=True, slots=True)
+class _Renumbered:
+    """An `on_done` for a sub-batch: reports the position in the whole batch."""
+
+    on_done: Callable[[int], None]
+    positions: list[int]
+
+    def __call__(self, index: int) -> None:
+        self.on_done(self.positions[index])

@@ -13,7 +13,10 @@ the pool knows exactly which item was running. Callers `submit` a batch and get 
 - an item that runs past `item_timeout_s` has its worker killed and replaced, and is judged 0
   with reason `timeout` (the verifiers' own timeouts normally fire long before);
 - items not finished by the batch's deadline are `infra_error` (`deadline_exceeded`);
-- if workers cannot even start, pending items are `infra_error` (`workers_unavailable`).
+- if workers cannot even start, pending items are `infra_error` (`workers_unavailable`);
+- an item that cannot be pickled for a worker is `invalid`, alone: its chunk goes on without it;
+- if the manager itself crashes (or its thread is gone), a new one takes over: the workers are
+  replaced, the items held are retried once and then `infra_error` (`pool_crashed`).
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,25 @@ log = logging.getLogger(__name__)
 
 _MAX_STRIKES = 2
 _START_FAILURES_BEFORE_BROKEN = 5
+_CRASH_WINDOW_S = 60.0
+"""Manager crashes within this window count towards the back-off before the next manager."""
+
+
+@contextlib.contextmanager
+def _pinned_hash_seed() -> Iterator[None]:
+    """Workers fork from one forkserver interpreter, started (or restarted, if it died) with the
+    environment of the moment. Its hash seed is pinned so that scorers whose data depends on set
+    and dict iteration order (five Reasoning Gym generators) regenerate the same entries in every
+    worker and on every machine."""
+    previous = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = "0"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["PYTHONHASHSEED"]
+        else:
+            os.environ["PYTHONHASHSEED"] = previous
 
 
 def judged_zero(reason: str, **details: Any) -> Outcome:
@@ -69,8 +92,19 @@ class _Batch:
     results: list[Outcome | None]
     remaining: int
     costs: Sequence[float] | None = None
+    on_done: Callable[[int], None] | None = None
     strikes: dict[int, int] = field(default_factory=dict)
     done: bool = False
+    survived_crash: bool = False
+    """A manager crash already retried this batch's missing items once."""
+
+    @property
+    def abandoned(self) -> bool:
+        """Finished, or no longer awaited (a cancelled job): nothing more to score."""
+        return self.done or self.future.cancelled()
+
+    def missing(self) -> list[int]:
+        return [p for p, outcome in enumerate(self.results) if outcome is None]
 
 
 @dataclass(eq=False)
@@ -86,7 +120,6 @@ class _Worker:
     conn: Connection
     progress: Any
     """Shared doubles: [position being scored or -1, monotonic time it started]."""
-    started: float
     ready: bool = False
     chunk: _Chunk | None = None
 
@@ -114,6 +147,7 @@ class PoolStats:
     timeouts: int = 0
     poison_items: int = 0
     pending_chunks: int = 0
+    manager_restarts: int = 0
     broken: str | None = None
 
 
@@ -171,27 +205,35 @@ class WorkerPool:
         self._batches: list[_Batch] = []
         self._chunk_ids = itertools.count()
         self._start_failures = 0
+        self._next_spawn_at = 0.0
         self._stats = PoolStats()
         self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        self._crashes: deque[float] = deque()
         self._stopping = False
 
     # ------------------------------------------------------------------ public, any thread
 
     def start(self) -> None:
-        # Workers fork from one forkserver interpreter. Its hash seed is pinned so that scorers
-        # whose data depends on set and dict iteration order (five Reasoning Gym generators)
-        # regenerate the same entries in every worker and on every machine.
-        previous = os.environ.get("PYTHONHASHSEED")
-        os.environ["PYTHONHASHSEED"] = "0"
-        try:
-            for _ in range(self.size):
-                self._workers.append(self._spawn())
-        finally:
-            if previous is None:
-                del os.environ["PYTHONHASHSEED"]
-            else:
-                os.environ["PYTHONHASHSEED"] = previous
-        self._thread = threading.Thread(target=self._run, name="proctor-pool", daemon=True)
+        for _ in range(self.size):
+            self._workers.append(self._spawn())
+        self._start_manager(recovering=False)
+
+    def heal(self) -> bool:
+        """Start a new manager if the last one is gone (any thread; cheap when all is well).
+        True if one had to be started."""
+        with self._thread_lock:
+            thread = self._thread
+            if thread is None or thread.is_alive() or self._stopping:
+                return False
+            log.error("worker pool manager is gone; starting a new one")
+            self._start_manager(recovering=True)
+            return True
+
+    def _start_manager(self, recovering: bool) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(recovering,), name="proctor-pool", daemon=True
+        )
         self._thread.start()
 
     def submit(
@@ -200,12 +242,14 @@ class WorkerPool:
         items: Sequence[Item],
         deadline: float,
         costs: Sequence[float] | None = None,
+        on_done: Callable[[int], None] | None = None,
     ) -> Future[list[Outcome]]:
         """Score `items` under spec `spec_name`; `deadline` is a `time.monotonic()` instant.
 
         `costs`, one estimate per item in any unit, orders the work: the costliest items go out
         first, in chunks of about equal cost, so the batch ends with cheap ones spread over every
-        worker rather than with one slow item on one worker (see `plan_chunks`)."""
+        worker rather than with one slow item on one worker (see `plan_chunks`). `on_done` is
+        called from the manager thread with each position as it gets its outcome."""
         if costs is not None and len(costs) != len(items):
             raise ValueError(f"{len(costs)} costs for {len(items)} items")
         future: Future[list[Outcome]] = Future()
@@ -215,8 +259,11 @@ class WorkerPool:
         if self._stopping:
             future.set_exception(RuntimeError("the worker pool is stopped"))
             return future
-        batch = _Batch(spec_name, items, deadline, future, [None] * len(items), len(items), costs)
+        batch = _Batch(
+            spec_name, items, deadline, future, [None] * len(items), len(items), costs, on_done
+        )
         self._inbox.put(batch)
+        self.heal()
         self._wake()
         return future
 
@@ -228,17 +275,24 @@ class WorkerPool:
         return stats
 
     def ready(self) -> bool:
+        self.heal()
         return self._stats.broken is None and any(w.ready for w in self._workers)
 
     def worker_pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w.process.pid is not None and w.ready]
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the manager and the workers within about `timeout` seconds, even if the manager
+        is wedged or gone (then the workers are killed from here)."""
         self._stopping = True
         self._inbox.put(None)
         self._wake()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive() or self._workers:
+                log.error("worker pool manager did not stop in %.1fs; killing workers", timeout)
+                self._kill_workers()
 
     # ------------------------------------------------------------------ manager thread only
 
@@ -256,30 +310,80 @@ class WorkerPool:
             name="proctor-worker",
             daemon=True,
         )
-        process.start()
-        child.close()
-        return _Worker(process=process, conn=parent, progress=progress, started=time.monotonic())
+        try:
+            with _pinned_hash_seed():
+                process.start()
+        finally:
+            child.close()
+        return _Worker(process=process, conn=parent, progress=progress)
 
-    def _run(self) -> None:
+    def _run(self, recovering: bool) -> None:
+        """The manager: serves until stopped; after a crash of its own it recovers and goes on."""
         try:
             while True:
-                if not self._drain_inbox():
-                    break
-                self._assign()
-                waitables: list[Any] = [self._wake_r]
-                for worker in self._workers:
-                    waitables += [worker.conn, worker.process.sentinel]
-                busy = any(w.chunk is not None for w in self._workers) or self._batches
-                for ready in wait(waitables, timeout=0.05 if busy else 0.5):
-                    self._on_ready(ready)
-                self._check_timeouts()
-                self._check_deadlines()
-        except Exception:  # the manager must never die silently: fail every batch visibly
-            log.exception("worker pool manager crashed")
-            self._stats.broken = "manager crashed"
-            self._fail_all("pool_crashed", "the worker pool manager crashed")
+                if recovering:
+                    self._recover()
+                try:
+                    self._serve()
+                    return
+                except Exception:  # a bug of ours: the items held are retried, never lost
+                    log.exception("worker pool manager crashed; recovering")
+                    recovering = True
         finally:
             self._shutdown_workers()
+
+    def _serve(self) -> None:
+        while self._drain_inbox():
+            self._top_up()
+            self._assign()
+            waitables: list[Any] = [self._wake_r]
+            for worker in self._workers:
+                waitables += [worker.conn, worker.process.sentinel]
+            busy = any(w.chunk is not None for w in self._workers) or self._batches
+            for ready in wait(waitables, timeout=0.05 if busy else 0.5):
+                self._on_ready(ready)
+            self._check_timeouts()
+            self._check_deadlines()
+
+    def _recover(self) -> None:
+        """After a manager crash: the workers' state is unknown, so they are replaced; each
+        batch's missing items are retried once, then resolved as `infra_error`."""
+        self._stats.manager_restarts += 1
+        now = time.monotonic()
+        self._crashes.append(now)
+        while self._crashes and now - self._crashes[0] > _CRASH_WINDOW_S:
+            self._crashes.popleft()
+        self._kill_workers()
+        self._pending.clear()
+        for batch in list(self._batches):
+            if batch.abandoned:
+                self._batches.remove(batch)
+            elif batch.survived_crash:
+                self._finish_missing(batch, "pool_crashed", "the worker pool manager crashed")
+            else:
+                batch.survived_crash = True
+                batch.strikes.clear()
+                self._plan(batch, batch.missing())
+        time.sleep(min(2.0, 0.05 * 2 ** len(self._crashes)))  # a crash loop must not spin
+
+    def _top_up(self) -> None:
+        """Keep `size` workers, spawning with back-off after failed starts (a forkserver that
+        died is restarted by multiprocessing on the next spawn)."""
+        while (
+            len(self._workers) < self.size
+            and self._stats.broken is None
+            and not self._stopping
+            and time.monotonic() >= self._next_spawn_at
+        ):
+            try:
+                self._workers.append(self._spawn())
+            except OSError as exc:
+                self._start_failures += 1
+                self._next_spawn_at = time.monotonic() + min(2.0, 0.1 * 2**self._start_failures)
+                log.error("cannot start a worker: %s", exc)
+                if self._start_failures >= _START_FAILURES_BEFORE_BROKEN:
+                    self._stats.broken = f"workers cannot be started: {exc}"
+                    self._fail_all("workers_unavailable", self._stats.broken)
 
     def _drain_inbox(self) -> bool:
         while True:
@@ -294,9 +398,14 @@ class WorkerPool:
                 self._finish_missing(batch, "workers_unavailable", self._stats.broken)
                 continue
             self._batches.append(batch)
-            size = self._chunk_size(len(batch.items))
-            for positions in plan_chunks(len(batch.items), size, self.size, batch.costs):
-                self._pending.append(_Chunk(next(self._chunk_ids), batch, positions))
+            self._plan(batch, range(len(batch.items)))
+
+    def _plan(self, batch: _Batch, positions: Sequence[int]) -> None:
+        size = self._chunk_size(len(positions))
+        costs = None if batch.costs is None else [batch.costs[p] for p in positions]
+        for chunk in plan_chunks(len(positions), size, self.size, costs):
+            chosen = [positions[i] for i in chunk]
+            self._pending.append(_Chunk(next(self._chunk_ids), batch, chosen))
 
     def _chunk_size(self, n: int) -> int:
         if self.chunk_size:
@@ -310,18 +419,58 @@ class WorkerPool:
                 continue
             while self._pending:
                 chunk = self._pending.popleft()
-                todo = [p for p in chunk.positions if chunk.batch.results[p] is None]
-                if chunk.batch.done or not todo:
+                batch = chunk.batch
+                if batch.abandoned:
+                    self._drop(batch)
                     continue
-                chunk.positions = todo
-                tasks = [(p, chunk.batch.spec_name, chunk.batch.items[p]) for p in todo]
+                todo = [p for p in chunk.positions if batch.results[p] is None]
+                payload = self._pickle(chunk, todo)
+                if payload is None:
+                    continue
                 try:
-                    worker.conn.send((chunk.id, tasks))
+                    worker.conn.send_bytes(payload)
                 except (OSError, ValueError):
                     self._pending.appendleft(chunk)  # the worker died; its sentinel will tell
                     break
                 worker.chunk = chunk
                 break
+
+    def _pickle(self, chunk: _Chunk, todo: list[int]) -> bytes | None:
+        """The chunk's message for a worker, or None if nothing of it is left to send. An item
+        that cannot be pickled is resolved `invalid` on its own; the rest of its chunk goes."""
+        batch = chunk.batch
+        for attempt in range(2):
+            todo = [p for p in todo if batch.results[p] is None]
+            if not todo:
+                return None
+            chunk.positions = todo
+            try:
+                tasks = [(p, batch.spec_name, batch.items[p]) for p in todo]
+                return bytes(ForkingPickler.dumps((chunk.id, tasks)))
+            except Exception:  # whatever an item holds: find the item and refuse it alone
+                log.warning("a chunk could not be pickled (attempt %d)", attempt, exc_info=True)
+                if attempt == 0:
+                    self._refuse_unpicklable(batch, todo)
+        for position in todo:  # each item pickles alone, yet not together: a failure of ours
+            message = "this item's chunk could not be sent to a worker"
+            self._record(batch, position, Outcome.failure("infra_error", "dispatch_error", message))
+        return None
+
+    def _refuse_unpicklable(self, batch: _Batch, positions: list[int]) -> None:
+        for position in positions:
+            try:
+                ForkingPickler.dumps((position, batch.spec_name, batch.items[position]))
+            except Exception as exc:
+                log.info("item %d cannot be pickled", position, exc_info=True)
+                message = f"this item cannot be sent to a worker ({type(exc).__name__})"
+                failed = Outcome.failure("invalid", "unserialisable_item", message)
+                self._record(batch, position, failed)
+
+    def _drop(self, batch: _Batch) -> None:
+        """Forget a batch nobody awaits any more (its chunks are skipped as they come up)."""
+        batch.done = True
+        if batch in self._batches:
+            self._batches.remove(batch)
 
     def _worker_for(self, ready: Any) -> _Worker | None:
         for worker in self._workers:
@@ -365,6 +514,11 @@ class WorkerPool:
             return
         batch.results[position] = outcome
         batch.remaining -= 1
+        if batch.on_done is not None:
+            try:
+                batch.on_done(position)
+            except Exception:  # a progress report is never worth a batch
+                log.exception("a batch's progress callback failed")
         if batch.remaining == 0:
             self._complete(batch)
 
@@ -372,7 +526,7 @@ class WorkerPool:
         batch.done = True
         self._batches = [b for b in self._batches if b is not batch]
         results = [r for r in batch.results if r is not None]
-        if not batch.future.done():
+        with contextlib.suppress(InvalidStateError):  # cancelled by its caller meanwhile
             batch.future.set_result(results)
 
     def _replace(self, worker: _Worker) -> None:
@@ -390,9 +544,9 @@ class WorkerPool:
                 log.error("worker pool broken: %s", self._stats.broken)
                 self._fail_all("workers_unavailable", self._stats.broken)
                 return
-            time.sleep(min(2.0, 0.1 * 2**self._start_failures))
+            self._next_spawn_at = time.monotonic() + min(2.0, 0.1 * 2**self._start_failures)
         self._stats.restarts += 1
-        self._workers.append(self._spawn())
+        self._top_up()
 
     def _requeue(self, batch: _Batch, positions: list[int]) -> None:
         if positions:
@@ -464,6 +618,15 @@ class WorkerPool:
         for batch in list(self._batches):
             self._finish_missing(batch, code, message)
         self._pending.clear()
+
+    def _kill_workers(self) -> None:
+        for worker in self._workers:
+            with contextlib.suppress(OSError, ValueError):  # already gone
+                worker.process.kill()
+        for worker in self._workers:
+            worker.process.join(timeout=1.0)
+            worker.conn.close()
+        self._workers = []
 
     def _shutdown_workers(self) -> None:
         for worker in self._workers:

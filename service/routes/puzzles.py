@@ -8,9 +8,9 @@ coordinates (`{"task", "config", "seed", "index"}`, regenerated identically). Th
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Path
+from fastapi import APIRouter, Body, HTTPException, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from reward_specs import InvalidReference
@@ -99,12 +99,15 @@ def list_puzzles() -> PuzzleList:
     summary="Generate entries of a task",
     description="Entries `start .. start+count-1` of the task's dataset for `config` and "
     "`seed`, exactly as `reasoning_gym.create_dataset(task, **config, seed=seed)` produces them. "
-    "An unknown task is a 404; a config the dataset refuses, a 422 naming it.",
+    "An unknown task is a 404; a config the dataset refuses, a 422 naming it. The body is "
+    "optional: without one, the first 16 entries of the default config with seed 0.",
     responses={404: {"description": "Unknown task"}, 422: {"description": "Bad config"}},
 )
 def sample(
-    body: SampleRequest, task: str = Path(..., description="A task of GET /v1/puzzles")
+    body: Annotated[SampleRequest | None, Body()] = None,
+    task: str = Path(..., description="A task of GET /v1/puzzles"),
 ) -> SampleResponse:
+    body = body or SampleRequest()  # no body: the defaults
     try:
         entries = sample_entries(task, body.config, body.seed, body.count, body.start)
     except InvalidReference as exc:

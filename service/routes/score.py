@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response
@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from reward_specs import Spec
 from service.deps import StateDep, resolve_spec
 from service.fastjson import json_response
-from service.ingest import RequestItem, read_score_request
+from service.ingest import ScoreBody, read_score_request
 from service.jobs import Job, TooManyJobs
 from service.schemas import (
     JobAccepted,
@@ -20,31 +20,40 @@ from service.schemas import (
     ScoreResult,
     SpecSummary,
 )
-from service.scoring import score_batch
+from service.scoring import ItemLimits, score_batch
 from service.state import AppState
 
 router = APIRouter(tags=["scoring"])
 
 _JOB_SLICE = 1024
-"""Items scored at a time in a job, so its progress moves."""
+"""Items a job scores under one request deadline (its progress moves per item regardless)."""
 
 
 async def _score(
     state: AppState,
     spec: Spec,
-    items: Sequence[RequestItem],
-    references: list[dict[str, Any]] | None,
+    body: ScoreBody,
     endpoint: str,
+    part: slice = slice(None),
+    on_progress: Callable[[int], None] | None = None,
 ) -> ScoreResponse:
+    """Score `body.items[part]` (a job scores its body in parts)."""
     started = time.perf_counter()
+    items = body.items[part]
+    offset = part.start or 0
+    rejected = {
+        p - offset: why for p, why in body.rejected.items() if p - offset in range(len(items))
+    }
     response = await score_batch(
         state.dispatcher,
         spec,
         items,
-        max_response_bytes=state.settings.max_response_bytes,
+        limits=ItemLimits.of(state.settings),
         deadline_s=state.settings.request_deadline_s,
-        references=references,
+        references=body.references,
+        rejected=rejected,
         registry=state.registry,
+        on_progress=on_progress,
     )
     state.metrics.requests.labels(endpoint=endpoint).observe(time.perf_counter() - started)
     state.metrics.observe([i.domain for i in items], response.results)
@@ -79,7 +88,7 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 async def score(request: Request, state: StateDep) -> Response:
     body = await read_score_request(request)
     spec = resolve_spec(state, body)
-    return json_response(await _score(state, spec, body.items, body.references, "score"))
+    return json_response(await _score(state, spec, body, "score"))
 
 
 @router.post(
@@ -87,7 +96,10 @@ async def score(request: Request, state: StateDep) -> Response:
     response_model=JobAccepted,
     status_code=202,
     summary="Start a scoring job",
-    responses={**_REFUSALS, 429: {"description": "Too many jobs are kept; retry later."}},
+    responses={
+        **_REFUSALS,
+        429: {"description": "`max_jobs` jobs are running; retry after `Retry-After` seconds."},
+    },
     openapi_extra=_SCORE_REQUEST_BODY,
 )
 async def create_job(request: Request, state: StateDep) -> JobAccepted:
@@ -97,17 +109,16 @@ async def create_job(request: Request, state: StateDep) -> JobAccepted:
     async def run(job: Job) -> ScoreResponse:
         results: list[ScoreResult] = []
         for start in range(0, len(body.items), _JOB_SLICE):
-            part = await _score(
-                state, spec, body.items[start : start + _JOB_SLICE], body.references, "job"
-            )
-            results.extend(part.results)
-            job.completed += len(part.results)
+            part = slice(start, start + _JOB_SLICE)
+            scored = await _score(state, spec, body, "job", part, job.advance)
+            results.extend(scored.results)
         return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)
 
     try:
         job = state.jobs.start(len(body.items), run)
     except TooManyJobs as exc:
-        raise HTTPException(status_code=429, detail=str(exc)) from exc
+        headers = {"Retry-After": str(exc.retry_after_s)}
+        raise HTTPException(status_code=429, detail=str(exc), headers=headers) from exc
     return JobAccepted(job_id=job.id)
 
 
@@ -119,6 +130,21 @@ async def create_job(request: Request, state: StateDep) -> JobAccepted:
 )
 async def get_job(job_id: str, state: StateDep) -> Response:
     job = state.jobs.get(job_id)
+    if job is None:
+        raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
+    return json_response(job.view())
+
+
+@router.delete(
+    "/v1/jobs/{job_id}",
+    response_model=JobStatus,
+    summary="Cancel a running job, or forget a finished one",
+    description="A running job stops and is kept as `cancelled` for the job TTL; a finished "
+    "one is forgotten (GET then answers 404). The body is the job as it now stands.",
+    responses={404: {"description": "No such job, or it expired."}},
+)
+async def delete_job(job_id: str, state: StateDep) -> Response:
+    job = await state.jobs.delete(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
     return json_response(job.view())

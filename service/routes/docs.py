@@ -1,0 +1,52 @@
+"""/docs and /redoc served with their assets from the installed `fastapi-offline` package, so the
+interactive API documentation works on a cluster with no internet (FastAPI's own pages load
+Swagger UI and ReDoc from a CDN)."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+__all__ = ["ASSETS_PATH", "mount_docs"]
+
+ASSETS_PATH = "/docs-assets"
+"""Where the pages' scripts, styles and icon are served."""
+
+
+def _assets_dir() -> Path:
+    return Path(str(files("fastapi_offline") / "static"))
+
+
+def mount_docs(app: FastAPI) -> None:
+    """Add /docs and /redoc to `app` (created with `docs_url=None, redoc_url=None`)."""
+    router = APIRouter(include_in_schema=False)
+    title = f"{app.title} API"
+    openapi_url = app.openapi_url or "/openapi.json"
+
+    @router.get("/docs")
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi_url,
+            title=title,
+            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
+        )
+
+    @router.get("/redoc")
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=openapi_url,
+            title=title,
+            redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
+            redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
+            with_google_fonts=False,
+        )
+
+    app.include_router(router)
+    app.mount(ASSETS_PATH, StaticFiles(directory=_assets_dir()), name="docs-assets")

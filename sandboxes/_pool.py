@@ -356,7 +356,7 @@ class SupervisorPool:
         self._pending = 0
         self._closed = False
         self._last_error: BaseException | None = None
-        size = settings.pool_size
+        size = self._size = settings.pool_size
         self._starter = ThreadPoolExecutor(
             max_workers=min(size, 4), thread_name_prefix=f"sandbox-{name}-start"
         )
@@ -453,12 +453,15 @@ class SupervisorPool:
 
     def run(self, request: RunRequest) -> RunResult:
         # A sandbox found dead when the request is sent to it (its container removed or killed
-        # from outside while idle) ran nothing: the request goes to another, once.
-        for attempt in range(2):
+        # from outside while idle) ran nothing: the request goes to another. Each dead one is
+        # retired as it is found, so after as many tries as the pool holds, the next sandbox is
+        # one started since (every idle one could have been killed at once).
+        attempts = self._size + 1
+        for attempt in range(attempts):
             try:
                 return self._run_once(request)
             except _Unsent as exc:
-                if attempt:
+                if attempt + 1 == attempts:
                     raise SandboxError(f"sandbox {self.name} failed: {exc}") from exc
                 log.warning("sandbox %s was dead before its request: %s; retrying", self.name, exc)
         raise AssertionError("unreachable")

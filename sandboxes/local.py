@@ -160,7 +160,8 @@ class ProcessChannel:
         self._sel.close()
         for f in (self._proc.stdin, self._proc.stdout, self._stderr):
             if f is not None:
-                f.close()
+                with contextlib.suppress(BrokenPipeError):  # unsent bytes for a dead jail
+                    f.close()
         self._release()
 
     def _release(self) -> None:

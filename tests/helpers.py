@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,16 @@ from service.settings import Settings
 
 TEST_SPECS = Path(__file__).parent / "specs"
 """Specs used only by the tests (short timeouts), loaded beside the built-in ones."""
+
+
+def poll(condition: Callable[[], bool], timeout: float, every: float = 0.05) -> None:
+    """Wait until `condition()` holds, failing the test after `timeout` seconds: a deadline for
+    what the test waits on, never a fixed sleep standing in for it."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout:.0f}s: {condition}")
+        time.sleep(every)
 
 
 def free_port() -> int:

@@ -15,8 +15,9 @@ the pool knows exactly which item was running. Callers `submit` a batch and get 
 - items not finished by the batch's deadline are `infra_error` (`deadline_exceeded`);
 - if workers cannot even start, pending items are `infra_error` (`workers_unavailable`);
 - an item that cannot be pickled for a worker is `invalid`, alone: its chunk goes on without it;
-- if the manager itself crashes (or its thread is gone), a new one takes over: the workers are
-  replaced, the items held are retried once and then `infra_error` (`pool_crashed`).
+- if the manager itself crashes, or its thread is gone or stalled (no heartbeat for `stall_s`),
+  a new one takes over: the workers are replaced, the items held are retried once and then
+  `infra_error` (`pool_crashed`). A superseded manager that wakes up leaves at once.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ _MAX_STRIKES = 2
 _START_FAILURES_BEFORE_BROKEN = 5
 _CRASH_WINDOW_S = 60.0
 """Manager crashes within this window count towards the back-off before the next manager."""
+STALL_S = 60.0
+"""A manager whose loop has not come round for this long is taken to be wedged and replaced (an
+iteration normally takes well under a second; the longest waits in it are a few seconds)."""
 
 
 @contextlib.contextmanager
@@ -209,6 +213,9 @@ class WorkerPool:
         self._stats = PoolStats()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
+        self._generation = 0
+        self._beat = time.monotonic()
+        self.stall_s = STALL_S
         self._crashes: deque[float] = deque()
         self._stopping = False
 
@@ -220,19 +227,29 @@ class WorkerPool:
         self._start_manager(recovering=False)
 
     def heal(self) -> bool:
-        """Start a new manager if the last one is gone (any thread; cheap when all is well).
-        True if one had to be started."""
+        """Start a new manager if the last one is gone or stalled (any thread; cheap when all is
+        well). True if one had to be started."""
         with self._thread_lock:
             thread = self._thread
-            if thread is None or thread.is_alive() or self._stopping:
+            if thread is None or self._stopping:
                 return False
-            log.error("worker pool manager is gone; starting a new one")
+            stalled = time.monotonic() - self._beat > self.stall_s
+            if thread.is_alive() and not stalled:
+                return False
+            log.error(
+                "worker pool manager is %s; starting a new one", "stalled" if stalled else "gone"
+            )
             self._start_manager(recovering=True)
             return True
 
     def _start_manager(self, recovering: bool) -> None:
+        self._generation += 1
+        self._beat = time.monotonic()
         self._thread = threading.Thread(
-            target=self._run, args=(recovering,), name="proctor-pool", daemon=True
+            target=self._run,
+            args=(self._generation, recovering),
+            name=f"proctor-pool-{self._generation}",
+            daemon=True,
         )
         self._thread.start()
 
@@ -317,31 +334,36 @@ class WorkerPool:
             child.close()
         return _Worker(process=process, conn=parent, progress=progress)
 
-    def _run(self, recovering: bool) -> None:
+    def _run(self, generation: int, recovering: bool) -> None:
         """The manager: serves until stopped; after a crash of its own it recovers and goes on."""
         try:
-            while True:
+            while generation == self._generation:
                 if recovering:
                     self._recover()
                 try:
-                    self._serve()
+                    self._serve(generation)
                     return
                 except Exception:  # a bug of ours: the items held are retried, never lost
                     log.exception("worker pool manager crashed; recovering")
                     recovering = True
         finally:
-            self._shutdown_workers()
+            if generation == self._generation:
+                self._shutdown_workers()
 
-    def _serve(self) -> None:
-        while self._drain_inbox():
+    def _serve(self, generation: int) -> None:
+        while generation == self._generation and self._drain_inbox():
+            self._beat = time.monotonic()
             self._top_up()
             self._assign()
             waitables: list[Any] = [self._wake_r]
             for worker in self._workers:
                 waitables += [worker.conn, worker.process.sentinel]
             busy = any(w.chunk is not None for w in self._workers) or self._batches
-            for ready in wait(waitables, timeout=0.05 if busy else 0.5):
-                self._on_ready(ready)
+            ready = wait(waitables, timeout=0.05 if busy else 0.5)
+            if generation != self._generation:
+                return  # superseded while waiting: the state is the new manager's
+            for waitable in ready:
+                self._on_ready(waitable)
             self._check_timeouts()
             self._check_deadlines()
 

@@ -12,7 +12,9 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import BUILTIN_SPEC_DIR, SpecError, load_specs
@@ -95,9 +97,21 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-async def _unreadable_body_is_422(request: Request, exc: Exception) -> Response:
+def _allowed_methods(request: Request) -> str:
+    """Every method some route takes at this path (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, APIRoute) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
     """FastAPI answers a body it cannot decode (not UTF-8) with a bare 400; the contract says a
-    request that is not JSON is a 422 naming the body."""
+    request that is not JSON is a 422 naming the body. A 405 names every allowed method."""
+    if isinstance(exc, StarletteHTTPException) and exc.status_code == 405:
+        allowed = _allowed_methods(request)
+        return JSONResponse({"detail": exc.detail}, status_code=405, headers={"Allow": allowed})
     if isinstance(exc, StarletteHTTPException) and exc.status_code == 400:
         return JSONResponse(
             {
@@ -165,7 +179,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.proctor = state
-    app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(score.router)
     app.include_router(health.router)
@@ -192,6 +206,8 @@ def _openapi_with_server_facts(app: FastAPI, state: AppState) -> Callable[[], di
             body = ScoreRequest.model_json_schema(ref_template="#/components/schemas/{model}")
             components.update(body.pop("$defs", {}))
             components["ScoreRequest"] = body
+            # An item's unknown field makes that item `invalid`, not the request a 422.
+            components["ScoreItem"].pop("additionalProperties", None)
             request = components["ScoreRequest"]["properties"]
             for option in request["spec"]["anyOf"]:
                 if option.get("type") == "string":

@@ -29,6 +29,9 @@ def _whole_number(value: Any) -> Any:
 
 
 class ScoreItem(BaseModel):
+    """One response to judge. A field not listed here makes this item `invalid` (naming the
+    field) while the rest of the batch is scored; `meta` is the place for a trainer's own data."""
+
     # Strict: the service accepts exactly what its published schema says (no "5" for 5).
     model_config = ConfigDict(extra="forbid", strict=True)
 

@@ -89,3 +89,31 @@ def test_serve_lets_uvicorn_read_a_body_ahead_in_large_pieces(
     assert limits == {8 << 20}
     widen_body_buffer(1024)  # never narrower than uvicorn's own
     assert getattr(httptools_impl, "HIGH_WATER_LIMIT") == 8 << 20  # noqa: B009
+
+
+def test_score_reads_standard_input_and_names_line_and_column(tmp_path: Path) -> None:
+    lines = [
+        json.dumps(
+            {"id": "a", "domain": "math", "response": "\\boxed{4}", "reference": {"answer": "4"}}
+        ),
+        '{"id": "b", "domain": "math", "response": "x", "reference": {"answer": "4"},, }',
+        json.dumps(
+            {"id": "c", "domain": "math", "response": "x", "reference": {"answer": "4"}, "oops": 1}
+        ),
+        "[1, 2]",
+    ]
+    done = subprocess.run(
+        [*PROCTOR, "score", "-", "--workers", "1", "--omit-timing", "--no-progress"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    a, b, c, d = (json.loads(line) for line in done.stdout.splitlines())
+    assert a["status"] == "ok" and a["success"] is True
+    column = lines[1].index(",,") + 2  # the second comma, counted from 1
+    assert b["error"]["message"].startswith(f"line 2, column {column}: JSON decode error")
+    assert c["status"] == "invalid" and c["id"] == "c"
+    assert c["error"]["message"] == "unknown field `oops`"
+    assert d["error"]["message"] == "line 4: a line must hold one JSON object, the item"

@@ -134,3 +134,10 @@ def test_gold_answers_score_one_over_http(client: httpx.Client) -> None:
         if (r["status"], r["score"], r["success"]) != ("ok", 1.0, True)
     ]
     assert wrong == []
+
+
+def test_sample_without_a_body_takes_the_defaults(bare: TestClient) -> None:
+    bodiless = bare.post("/v1/puzzles/gcd/sample")
+    assert bodiless.status_code == 200, bodiless.text
+    assert bodiless.json() == bare.post("/v1/puzzles/gcd/sample", json={}).json()
+    assert [e["index"] for e in bodiless.json()["entries"]] == list(range(16))

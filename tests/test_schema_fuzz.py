@@ -3,13 +3,18 @@ conforms to the schema the service publishes (schemathesis, against a real serve
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis import Case
 from schemathesis.schemas import BaseSchema
 
@@ -69,3 +74,107 @@ def test_random_json_bodies_never_crash_score(client: httpx.Client) -> None:
         assert response.status_code in (200, 422), (body, response.status_code, response.text)
         if response.status_code == 200:
             assert len(response.json()["results"]) == 1
+
+
+def _wrapped(leaf: bytes, depth: int, kinds: list[str]) -> bytes:
+    """`leaf` inside `depth` arrays and objects (written as text: json.dumps recurses)."""
+    head, tail = [], []
+    for n in range(depth):
+        if kinds[n % len(kinds)] == "list":
+            head.append(b"[")
+            tail.append(b"]")
+        else:
+            head.append(b'{"k":')
+            tail.append(b"}")
+    return b"".join(head) + leaf + b"".join(reversed(tail))
+
+
+@dataclass(frozen=True)
+class _Literal:
+    """JSON text written as it is (an integer too long for Python to print)."""
+
+    text: bytes
+
+
+_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=4000, max_value=4400).map(lambda digits: _Literal(b"9" * digits)),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=50),
+    st.text(min_size=20_000, max_size=20_001, alphabet="ab"),
+)
+_values = st.recursive(
+    _leaves,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _raw(value: Any) -> bytes:
+    """JSON text of `value`, with what JSON writers refuse written as the literal anyway
+    (NaN, Infinity, integers of thousands of digits): the bodies a hostile client sends."""
+    if isinstance(value, _Literal):
+        return value.text
+    if isinstance(value, bool | int | str) or value is None:
+        return json.dumps(value).encode()
+    if isinstance(value, float):
+        return (
+            {math.inf: b"Infinity", -math.inf: b"-Infinity"}.get(value, b"NaN")
+            if not (math.isfinite(value))
+            else json.dumps(value).encode()
+        )
+    if isinstance(value, list):
+        return b"[" + b",".join(_raw(v) for v in value) + b"]"
+    return (
+        b"{" + b",".join(json.dumps(k).encode() + b":" + _raw(v) for k, v in value.items()) + b"}"
+    )
+
+
+_hostile_json = st.builds(
+    _wrapped,
+    st.builds(_raw, _values),
+    st.one_of(st.integers(0, 70), st.integers(70, 1200), st.just(3000)),
+    st.lists(st.sampled_from(["list", "dict"]), min_size=1, max_size=3),
+)
+
+_PLACES = [
+    b'{"domain":"math","response":"\\\\boxed{1}","reference":{"answer":"1","x":%s}}',
+    b'{"domain":"math","response":"\\\\boxed{1}","reference":%s}',
+    b'{"domain":"math","response":"\\\\boxed{1}","reference":{"answer":"1"},"meta":{"m":%s}}',
+    b'{"domain":"code","response":"```python\\ndef f(x):\\n    return x\\n```","reference":'
+    b'{"language":"python","tests":{"fn_name":"f","cases":[{"args":[1],"expected":%s}]}}}',
+    b'{"domain":"puzzle","response":"<answer>1</answer>","reference":{"task":"gcd",'
+    b'"entry":{"question":"q","answer":"1","metadata":%s}}}',
+    b'{"domain":"ifeval","response":"x","reference":{"instruction_id_list":'
+    b'["punctuation:no_comma"],"kwargs":[%s]}}',
+    b'{"domain":"stem","response":"A","reference":{"answer":"A","choices":%s}}',
+]
+_GOOD = b'{"id":"good","domain":"math","response":"\\\\boxed{7}","reference":{"answer":"7"}}'
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(value=_hostile_json, place=st.sampled_from(_PLACES), in_table=st.booleans())
+def test_deep_and_huge_json_values_never_make_the_service_fail(
+    fuzzed_server: Server, value: bytes, place: bytes, in_table: bool
+) -> None:
+    hostile = place % value
+    if in_table:
+        body = b'{"references":[' + value + b'],"items":[' + _GOOD + b","
+        body += b'{"domain":"math","response":"\\\\boxed{1}","reference_index":0}]}'
+    else:
+        body = b'{"items":[' + _GOOD + b"," + hostile + b"]}"
+    response = httpx.post(
+        fuzzed_server.url + "/v1/score",
+        content=body,
+        headers={"content-type": "application/json"},
+        timeout=300,
+    )
+    assert response.status_code in (200, 422), (body[:300], response.text[:500])
+    if response.status_code == 200:
+        good, bad = response.json()["results"]
+        assert (good["status"], good["score"]) == ("ok", 1.0)
+        assert bad["status"] in ("ok", "invalid"), bad

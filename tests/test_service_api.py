@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -334,3 +335,46 @@ def test_items_can_share_a_reference_from_the_request_table(client: httpx.Client
         "/v1/score", json={"items": [{**body["items"][0], "reference_index": -1}]}
     )
     assert bad_index.status_code == 422
+
+
+def test_docs_pages_load_their_assets_from_this_server(client: httpx.Client) -> None:
+    # An offline cluster cannot reach a CDN: every script, style and icon is served here.
+    for page in ("/docs", "/redoc"):
+        html = client.get(page)
+        assert html.status_code == 200
+        sources = re.findall(r'(?:src|href)="([^"]+)"', html.text)
+        assets = [s for s in sources if not s.startswith("/openapi")]
+        assert assets, html.text
+        for asset in assets:
+            assert asset.startswith("/docs-assets/"), asset
+            fetched = client.get(asset)
+            assert fetched.status_code == 200 and len(fetched.content) > 1000, asset
+
+
+def test_http_responses_are_counted_by_route_template_and_status_class(
+    client: httpx.Client,
+) -> None:
+    client.get("/v1/jobs/no-such-job")
+    client.post("/v1/score", content=b"{", headers={"content-type": "application/json"})
+    client.get("/no/such/path/at/all")
+    text = client.get("/metrics").text
+    assert 'proctor_http_responses_total{route="/v1/jobs/{job_id}",status="4xx"}' in text
+    assert 'proctor_http_responses_total{route="/v1/score",status="4xx"}' in text
+    assert 'proctor_http_responses_total{route="unmatched",status="4xx"}' in text
+    assert "no-such-job" not in text and "/no/such/path" not in text
+
+
+def test_an_unknown_field_spoils_only_its_item_and_meta_is_echoed(client: httpx.Client) -> None:
+    items = [
+        {**MATH_OK, "id": "a", "meta": {"prompt": 3, "sample": [0, 1]}},
+        {**MATH_OK, "id": "b", "scroe": 1, "extra": None},
+        {**MATH_OK, "id": "c"},
+    ]
+    a, b, c = score(client, items)
+    assert (a["status"], a["meta"]) == ("ok", {"prompt": 3, "sample": [0, 1]})
+    assert b["status"] == "invalid" and b["id"] == "b" and b["meta"] is None
+    assert b["error"] == {"code": "malformed_item", "message": "unknown fields `scroe`, `extra`"}
+    assert c["status"] == "ok" and c["meta"] is None
+    # Anywhere else an unknown field is the request's fault, as before.
+    whole = client.post("/v1/score", json={"items": [MATH_OK], "spce": "x"})
+    assert whole.status_code == 422 and _detail_locs(whole) == [["body", "spce"]]

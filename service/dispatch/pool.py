@@ -622,7 +622,9 @@ class WorkerPool:
     def _check_deadlines(self) -> None:
         now = time.monotonic()
         for batch in list(self._batches):
-            if now >= batch.deadline:
+            if batch.abandoned:
+                self._drop(batch)
+            elif now >= batch.deadline:
                 self._finish_missing(
                     batch,
                     "deadline_exceeded",

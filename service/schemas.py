@@ -1,4 +1,4 @@
-"""Request and response bodies of the wire contract (../shared/API.md), as separate classes."""
+"""Request and response bodies of the wire contract (docs/api.md), as separate classes."""
 
 from __future__ import annotations
 

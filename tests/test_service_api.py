@@ -1,4 +1,4 @@
-"""The wire contract of ../shared/API.md, end to end against a real server."""
+"""The wire contract of docs/api.md, end to end against a real server."""
 
 from __future__ import annotations
 

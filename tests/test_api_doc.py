@@ -1,0 +1,75 @@
+"""docs/api.md stays true: every field of the published schema is named in it, every example in
+it scores as its comment says, and nothing in the repository points outside it for the contract."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+EXAMPLE = re.compile(r"<!-- example: (?P<expect>[^>]*?) -->\s*```json\n(?P<item>.*?)\n```", re.S)
+
+
+def _examples() -> list[Any]:
+    found = [
+        pytest.param(m["expect"].split(), json.loads(m["item"]), id=f"{n}: {m['expect']}")
+        for n, m in enumerate(EXAMPLE.finditer(DOC))
+    ]
+    assert len(found) >= 10
+    return found
+
+
+@pytest.mark.parametrize(("expect", "item"), _examples())
+def test_every_example_scores_as_the_doc_says(
+    client: httpx.Client, expect: list[str], item: dict[str, Any]
+) -> None:
+    (result,) = client.post("/v1/score", json={"items": [item]}).json()["results"]
+    status, *checks = expect
+    assert result["status"] == status, result
+    for check in checks:
+        field, value = check.split("=")
+        got = result["error"]["code"] if field == "code" else result[field]
+        assert str(got).lower() == value.lower(), (field, result)
+
+
+def test_the_published_examples_are_the_docs_examples(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    published = schema["components"]["schemas"]["ScoreRequest"]["examples"]
+    documented = [p.values[1] for p in _examples()]
+    domains = set()
+    for request in published:
+        (item,) = request["items"]
+        item = {k: v for k, v in item.items() if k != "id"}
+        assert item in documented, item
+        domains.add(item["domain"])
+    assert domains == {"math", "stem", "code", "puzzle", "ifeval"}
+
+
+def _fields(schema: dict[str, Any]) -> set[str]:
+    names: set[str] = set()
+    for component in schema["components"]["schemas"].values():
+        names.update(component.get("properties", {}))
+    return names
+
+
+def test_every_field_of_the_published_schema_is_named_in_the_doc(client: httpx.Client) -> None:
+    schema = client.get("/openapi.json").json()
+    missing = sorted(n for n in _fields(schema) if f"`{n}`" not in DOC)
+    assert not missing, f"docs/api.md does not name: {missing}"
+    for path in schema["paths"]:
+        assert re.sub(r"\{[^}]+\}", "{", path).split("{")[0] in DOC, path
+
+
+def test_nothing_points_outside_the_repository_for_the_contract() -> None:
+    assert "docs/api.md" in (ROOT / "README.md").read_text(encoding="utf-8")
+    outside = "shared/" + "API.md"  # the first draft, which a user of this repository lacks
+    for path in ROOT.rglob("*"):
+        if ".git" in path.parts or not path.is_file() or path.suffix not in {".md", ".py", ".toml"}:
+            continue
+        assert outside not in path.read_text(encoding="utf-8", errors="replace"), path

@@ -14,7 +14,7 @@ that broke a rule. Every other task is scored by the task's `score_answer`, so o
 library's; `success` is a score of 1 (and, with `strict`, a plan or colouring without violations).
 
 A task scorer that raises is never silent: the answer is judged 0, `details.scorer_exception` says
-what was raised, and `scorer_exception_counts()` counts it per task for /metrics. If the entry's own
+what was raised (the service counts such answers in /metrics). If the entry's own
 gold answer makes the scorer raise too, the task cannot score this entry at all (a broken task or a
 broken entry): the item is `invalid`. That probe runs once per entry and is cached.
 """
@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -51,7 +51,6 @@ __all__ = [
     "puzzle_answer_key",
     "puzzle_workload",
     "score_puzzle",
-    "scorer_exception_counts",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,23 +99,11 @@ class PuzzleReference(ReferenceModel):
         return self
 
 
-# ---------------------------------------------------------------- scorer exceptions (metrics)
+# ---------------------------------------------------------------- gold-answer probes
 
 _lock = threading.Lock()
-_exceptions: Counter[tuple[str, str]] = Counter()
 _PROBE_CACHE_SIZE = 4096
 _probes: OrderedDict[tuple[str, str], str | None] = OrderedDict()
-
-
-def scorer_exception_counts() -> dict[tuple[str, str], int]:
-    """(task, exception type) -> how many answers made that task's scorer raise, in this process."""
-    with _lock:
-        return dict(_exceptions)
-
-
-def _record(task: str, exc: BaseException) -> None:
-    with _lock:
-        _exceptions[(task, type(exc).__name__)] += 1
 
 
 def _gold_failure(task: str, entry_key: str, dataset: Any, entry: dict[str, Any]) -> str | None:
@@ -273,7 +260,7 @@ def _library_score(
         score = float(raw)
         if not math.isfinite(score) or not 0.0 <= score <= 1.0:
             raise ValueError(f"score_answer returned {raw!r}, not a number in [0, 1]")
-    except Exception as exc:  # recorded below, counted, and judged 0 (or invalid if broken)
+    except Exception as exc:  # in details, counted by the service, judged 0 (invalid if broken)
         failure = _gold_failure(task, key(), dataset, entry)
         if failure is not None:
             raise InvalidReference(
@@ -281,7 +268,7 @@ def _library_score(
                 f"too ({failure})",
                 "broken_task",
             ) from exc
-        _record(task, exc)
+        log.info("task %s's scorer raised on an answer", task, exc_info=True)
         return Judgement(
             score=0.0,
             success=False,

@@ -15,10 +15,10 @@ from fastapi.exceptions import RequestValidationError
 from tqdm import tqdm
 from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
 
-from reward_specs import BUILTIN_SPEC_DIR, Spec, load_specs
-from service.dispatch.worker import load_registry
+from reward_specs import Spec
 from service.fastjson import dump_json
 from service.ingest import RequestItem, loads_json, validate_score_request
+from service.loading import load_all_specs, load_registry
 from service.main import build_state, create_app
 from service.schemas import ErrorInfo, ScoreResult
 from service.scoring import ItemLimits, score_batch
@@ -204,7 +204,7 @@ def _score(args: argparse.Namespace) -> int:
 
 def _specs(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    specs = load_specs(load_registry(settings.registry), (BUILTIN_SPEC_DIR, *settings.spec_dirs))
+    specs = load_all_specs(load_registry(settings.registry), settings.spec_dirs)
     for name, spec in sorted(specs.items()):
         marker = "*" if name == settings.default_spec else " "
         print(f"{marker} {name:28} {spec.version:8} {spec.hash}  {spec.description}")

@@ -17,10 +17,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reward_specs import BUILTIN_SPEC_DIR, SpecError, load_specs
-from service.dispatch.local import LocalDispatcher
-from service.dispatch.worker import load_registry
+from reward_specs import SpecError
+from service.dispatch import Dispatcher, make_dispatcher
+from service.examples import EXAMPLE_ITEMS
 from service.jobs import JobStore
+from service.loading import load_all_specs, load_registry
 from service.metrics import Metrics, StatusCounter
 from service.routes import health, puzzles, score
 from service.routes.docs import mount_docs
@@ -139,26 +140,30 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": detail}, status_code=422)
 
 
-def build_state(settings: Settings) -> AppState:
-    """Registry, specs and dispatcher for `settings`; spec errors surface here, at start-up."""
+def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> AppState:
+    """Registry, specs and dispatcher for `settings` (the backend the settings pick, unless one
+    is given); spec errors surface here, at start-up."""
     registry = load_registry(settings.registry)
-    specs = load_specs(registry, (BUILTIN_SPEC_DIR, *settings.spec_dirs))
+    specs = load_all_specs(registry, settings.spec_dirs)
     if settings.default_spec not in specs:
         raise SpecError(f"default spec {settings.default_spec!r} is not among {sorted(specs)}")
-    dispatcher = LocalDispatcher(settings, registry)
+    if dispatcher is None:
+        dispatcher = make_dispatcher(settings, registry)
     return AppState(
         settings=settings,
         registry=registry,
         specs=specs,
         dispatcher=dispatcher,
-        metrics=Metrics(dispatcher.pool.stats, domains=[s.domain for s in registry]),
+        metrics=Metrics(dispatcher.stats, domains=[s.domain for s in registry]),
         jobs=JobStore(settings.max_jobs, settings.job_ttl_s, settings.max_finished_jobs),
     )
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None = None) -> FastAPI:
+    """The app for `settings`; `dispatcher` replaces the backend the settings would pick (the
+    seam a test, or an embedding program, uses)."""
     settings = settings or Settings()
-    state = build_state(settings)
+    state = build_state(settings, dispatcher)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -208,6 +213,10 @@ def _openapi_with_server_facts(app: FastAPI, state: AppState) -> Callable[[], di
             components["ScoreRequest"] = body
             # An item's unknown field makes that item `invalid`, not the request a 422.
             components["ScoreItem"].pop("additionalProperties", None)
+            components["ScoreRequest"]["examples"] = [
+                {"items": [{"id": f"{domain}-example", **item}]}
+                for domain, item in EXAMPLE_ITEMS.items()
+            ]
             request = components["ScoreRequest"]["properties"]
             for option in request["spec"]["anyOf"]:
                 if option.get("type") == "string":

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.dispatch.pool import PoolStats
+from service.dispatch import DispatchStats
 from service.schemas import ScoreResult
 
 __all__ = ["Metrics", "StatusCounter"]
@@ -26,18 +26,19 @@ UNKNOWN = "unknown"
 """The label of a domain this server does not have."""
 
 
-class _PoolCollector(Collector):
-    def __init__(self, stats: Callable[[], PoolStats | None]) -> None:
+class _DispatchCollector(Collector):
+    """The dispatcher's snapshot, read at each scrape. The metric names keep the `pool` of the
+    embedded default's; a backend's extras are one gauge labelled by backend and name."""
+
+    def __init__(self, stats: Callable[[], DispatchStats]) -> None:
         self._stats = stats
 
     def collect(self) -> Iterable[Metric]:
         stats = self._stats()
-        if stats is None:
-            return
         for name, value, doc in (
             ("proctor_pool_workers", stats.workers, "Worker processes alive."),
             ("proctor_pool_ready_workers", stats.ready_workers, "Worker processes ready."),
-            ("proctor_pool_pending_chunks", stats.pending_chunks, "Chunks waiting for a worker."),
+            ("proctor_pool_pending_chunks", stats.pending, "Chunks waiting for a worker."),
             ("proctor_pool_broken", int(stats.broken is not None), "1 if workers cannot start."),
         ):
             yield GaugeMetricFamily(name, doc, value=value)
@@ -47,11 +48,17 @@ class _PoolCollector(Collector):
             ("proctor_pool_poison_items", stats.poison_items, "Items that killed two workers."),
         ):
             yield CounterMetricFamily(name, doc, value=value)
+        extras = GaugeMetricFamily(
+            "proctor_dispatch_extra", "What only this backend reports.", labels=["backend", "name"]
+        )
+        for extra, amount in sorted(stats.extras.items()):
+            extras.add_metric([stats.backend, extra], amount)
+        yield extras
 
 
 class Metrics:
     def __init__(
-        self, pool_stats: Callable[[], PoolStats | None], domains: Collection[str] = ()
+        self, dispatch_stats: Callable[[], DispatchStats], domains: Collection[str] = ()
     ) -> None:
         self.domains = frozenset(domains)
         self.registry = CollectorRegistry()
@@ -74,7 +81,14 @@ class Metrics:
             ["route", "status"],
             registry=self.registry,
         )
-        self.registry.register(_PoolCollector(pool_stats))
+        self.scorer_exceptions = Counter(
+            "proctor_scorer_exceptions",
+            "Answers judged 0 because a task's own scorer raised on them, by domain "
+            "(`details.scorer_exception` says what was raised).",
+            ["domain"],
+            registry=self.registry,
+        )
+        self.registry.register(_DispatchCollector(dispatch_stats))
 
     def observe(self, domains: Sequence[str], results: Sequence[ScoreResult]) -> None:
         known = self.domains
@@ -84,6 +98,13 @@ class Metrics:
         )
         for (domain, status), n in counts.items():
             self.items.labels(domain=domain, status=status).inc(n)
+        raised = Tally(
+            domain if domain in known else UNKNOWN
+            for domain, result in zip(domains, results, strict=True)
+            if "scorer_exception" in result.details
+        )
+        for domain, n in raised.items():
+            self.scorer_exceptions.labels(domain=domain).inc(n)
 
 
 class StatusCounter:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,9 +38,6 @@ class Settings(BaseSettings):
     """Extra directories of `*.toml` specs, loaded after the built-in ones."""
     registry: str = "reward_specs.domains:default_registry"
     """`module:function` returning the scorer registry; a seam for operators' own scorers."""
-
-    queue: Literal["local"] = "local"
-    """`local`: the embedded worker pool in this process (the only dispatcher so far)."""
 
     workers: int = Field(default_factory=_cpu_count, ge=1, le=512)
     """Worker processes for CPU-bound scorers (math, STEM, puzzles, IFEval); one per core."""

@@ -21,7 +21,6 @@ from reasoning_gym.dataset import ProceduralDataset
 from reasoning_gym.factory import DATASETS, register_dataset
 
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
-from reward_specs.puzzle_domain import scorer_exception_counts
 from reward_specs.puzzles import gym
 
 REGISTRY = default_registry()
@@ -223,9 +222,8 @@ def test_tasks() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("test_tasks")
-def test_an_answer_that_crashes_the_scorer_is_judged_zero_and_counted() -> None:
+def test_an_answer_that_crashes_the_scorer_is_judged_zero_and_says_so() -> None:
     reference = {"task": "proctor_test_flaky", "config": {}, "seed": 1, "index": 0}
-    before = scorer_exception_counts().get(("proctor_test_flaky", "RuntimeError"), 0)
     outcome = score("<answer>boom</answer>", reference)
     assert (outcome.status, outcome.score, outcome.success, outcome.parsed) == (
         "ok",
@@ -234,7 +232,6 @@ def test_an_answer_that_crashes_the_scorer_is_judged_zero_and_counted() -> None:
         True,
     )
     assert "RuntimeError: scorer bug on 'boom'" in outcome.details["scorer_exception"]
-    assert scorer_exception_counts()[("proctor_test_flaky", "RuntimeError")] == before + 1
     assert score("<answer>4</answer>", reference).score == 1.0
 
 

@@ -1,18 +1,43 @@
 """The dispatch interface: how the routes get items scored, whatever runs them.
 
 The local backend (a worker-process pool plus a thread pool, in this process) is the embedded
-default; a queue backend for workers on other machines implements the same three methods, so routes
-and scorers never change with the deployment.
+default; a queue backend for workers on other machines implements the same protocol, so routes,
+health checks, metrics and scorers never change with the deployment. This protocol and its types
+are all the rest of the service sees of a backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from reward_specs import Item, Outcome, Spec
 
-__all__ = ["Dispatcher"]
+__all__ = ["DispatchStats", "Dispatcher"]
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchStats:
+    """A backend-neutral snapshot for /metrics (counters count since start)."""
+
+    backend: str
+    workers: int = 0
+    """Worker processes alive."""
+    ready_workers: int = 0
+    """Of those, the ones ready to score."""
+    pending: int = 0
+    """Work waiting for a worker (chunks)."""
+    restarts: int = 0
+    """Workers replaced."""
+    timeouts: int = 0
+    """Items killed by the hard per-item timeout."""
+    poison_items: int = 0
+    """Items judged 0 for killing workers twice."""
+    broken: str | None = None
+    """Why workers cannot be started at all, if they cannot."""
+    extras: Mapping[str, float] = field(default_factory=dict)
+    """What only this backend knows (name -> value), exported with the name as a label."""
 
 
 class Dispatcher(Protocol):
@@ -24,6 +49,9 @@ class Dispatcher(Protocol):
 
     def readiness(self) -> dict[str, bool]:
         """Component name -> ready, for /readyz."""
+
+    def stats(self) -> DispatchStats:
+        """The snapshot /metrics exports (any thread, cheap)."""
 
     async def run(
         self,

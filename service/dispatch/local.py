@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from sandboxes import SandboxBackend, SandboxError, open_backend
+from service.dispatch.base import DispatchStats
 from service.dispatch.costs import CostModel
 from service.dispatch.pool import WorkerPool
 from service.settings import Settings
@@ -79,6 +80,20 @@ class LocalDispatcher:
         self._threads.shutdown(wait=False, cancel_futures=True)
         if self._sandbox is not None:
             await asyncio.to_thread(self._sandbox.close)
+
+    def stats(self) -> DispatchStats:
+        pool = self.pool.stats()
+        return DispatchStats(
+            backend="local",
+            workers=pool.workers,
+            ready_workers=pool.ready_workers,
+            pending=pool.pending_chunks,
+            restarts=pool.restarts,
+            timeouts=pool.timeouts,
+            poison_items=pool.poison_items,
+            broken=pool.broken,
+            extras={"manager_restarts": pool.manager_restarts},
+        )
 
     def readiness(self) -> dict[str, bool]:
         ready = {"workers": self.pool.ready()}

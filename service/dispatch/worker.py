@@ -7,46 +7,23 @@ when its pipe closes, so a killed service leaves no workers behind.
 
 from __future__ import annotations
 
-import importlib
 import os
 import resource
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from reward_specs import (
-    BUILTIN_SPEC_DIR,
-    Item,
-    Outcome,
-    Registry,
-    ScoreContext,
-    Spec,
-    load_specs,
-    score_item,
-)
+from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
+from service.loading import load_all_specs, load_registry
 from service.runtime import settle_heap
 
-__all__ = ["Task", "load_registry", "worker_main"]
+__all__ = ["Task", "worker_main"]
 
 Task = tuple[int, str, Item]
 """(position in the batch, spec name, item)."""
-
-
-def load_registry(path: str) -> Registry:
-    """Resolve a `module:function` registry factory (the `registry` setting)."""
-    module_name, _, attr = path.partition(":")
-    factory: Callable[[], Registry] = getattr(importlib.import_module(module_name), attr)
-    registry = factory()
-    if not isinstance(registry, Registry):
-        raise TypeError(f"{path} returned {type(registry).__name__}, not a Registry")
-    return registry
-
-
-def load_all_specs(registry: Registry, spec_dirs: Sequence[Path]) -> dict[str, Spec]:
-    return load_specs(registry, (BUILTIN_SPEC_DIR, *spec_dirs))
 
 
 def _limit_memory(memory_mb: int) -> None:

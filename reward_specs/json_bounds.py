@@ -20,9 +20,9 @@ HARD_MAX_DEPTH = 200
 """The most any setting may allow, and what `score_item` itself enforces: whatever walks a value
 later (pickle, JSON writers, pydantic) stays far from Python's recursion limit."""
 
-_MAX_INT_BITS = int(sys.int_info.default_max_str_digits * math.log2(10))
-"""Integers wider than this cannot be written back as decimal JSON by Python (its
-`int_max_str_digits` bound); a reference holding one could not be hashed or echoed."""
+_INT_LIMIT = 10 ** sys.int_info.default_max_str_digits
+"""Integers this large cannot be written back as decimal JSON by Python (its `int_max_str_digits`
+bound); a reference holding one could not be hashed or echoed."""
 
 
 def json_problem(value: Any, max_depth: int) -> str | None:
@@ -41,6 +41,7 @@ def json_problem(value: Any, max_depth: int) -> str | None:
         elif kind is float:
             if not math.isfinite(node):
                 return "holds NaN or an infinite number, which JSON cannot carry"
-        elif kind is int and node.bit_length() > _MAX_INT_BITS:
+        elif kind is int and abs(node) >= _INT_LIMIT:
             return f"holds an integer of more than {sys.int_info.default_max_str_digits} digits"
     return None
+

@@ -185,6 +185,7 @@ async def _flush(
         limits=ItemLimits.of(state.settings),
         deadline_s=state.settings.request_deadline_s,
         rejected=rejected,
+        strict_json=False,  # the lines' values were read leniently (NaN included)
         registry=state.registry,
     )
     scored = iter(response.results)

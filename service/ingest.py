@@ -91,6 +91,8 @@ class ScoreBody:
     rejected: Mapping[int, str] = field(default_factory=dict)
     """Position -> why that item is refused (fields the schema does not know): the item was read
     without them, and its result is `invalid` with this message."""
+    strict: bool = True
+    """Read by the strict reader, whose values hold no NaN and no integer too long to print."""
 
 
 _DECODER = msgspec.json.Decoder(WireRequest)
@@ -114,7 +116,7 @@ def validate_score_request(data: Any) -> ScoreBody:
     are kept (without it) and listed in `rejected`."""
     try:
         request = ScoreRequest.model_validate(data)
-        return ScoreBody(items=request.items, spec=request.spec, references=request.references)
+        return ScoreBody(request.items, request.spec, request.references, strict=False)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
     stray = _stray_item_fields(errors)
@@ -127,7 +129,7 @@ def validate_score_request(data: Any) -> ScoreBody:
             p: "unknown field" + ("s " if len(n) > 1 else " ") + ", ".join(f"`{x}`" for x in n)
             for p, n in stray.items()
         }
-        return ScoreBody(body.items, body.spec, body.references, rejected)
+        return ScoreBody(body.items, body.spec, body.references, rejected, strict=False)
     raise RequestValidationError(
         [{**error, "loc": ("body", *error["loc"])} for error in errors]
     ) from None

@@ -93,36 +93,56 @@ def _too_large(item: RequestItem, max_bytes: int) -> Outcome | None:
     )
 
 
-def _bounded_json(
-    value: dict[str, Any], what: str, limits: ItemLimits, max_bytes: int
-) -> bytes | Outcome:
-    """`value`'s canonical JSON, or the `invalid` outcome naming the bound it breaks."""
-    problem = json_problem(value, limits.max_depth)
-    if problem is None:
-        encoded = canonical_json(value)
-        if len(encoded) <= max_bytes:
+class _Bounds:
+    """A batch's JSON values (references, `meta`) checked against the limits, each distinct value
+    once, and encoded as canonical JSON.
+
+    Values the strict reader decoded hold no NaN and no integer too long to print (msgspec refuses
+    both), so two with equal canonical JSON are equal and the walk runs once per distinct value:
+    once per GRPO group rather than once per sample. Values the lenient reader decoded are walked
+    one by one, since a NaN and a null write the same JSON."""
+
+    def __init__(self, limits: ItemLimits, strict: bool) -> None:
+        self.limits = limits
+        self.strict = strict
+        self._seen: dict[bytes, str | None] = {}
+        self.table: dict[int, bytes | Outcome] = {}
+        """The request's `references` entries, checked once however many items point at one."""
+
+    def encode(self, value: dict[str, Any], what: str, max_bytes: int) -> bytes | Outcome:
+        """`value`'s canonical JSON, or the `invalid` outcome naming the bound it breaks."""
+        try:
+            encoded = canonical_json(value)
+        except (RecursionError, ValueError):  # too deep, or a number too long, to write
+            encoded = b""
+        problem: str | None
+        if not encoded:
+            problem = json_problem(value, self.limits.max_depth) or "cannot be written as JSON"
+        elif not self.strict:
+            problem = json_problem(value, self.limits.max_depth)
+        elif encoded in self._seen:
+            problem = self._seen[encoded]
+        else:
+            problem = self._seen[encoded] = json_problem(value, self.limits.max_depth)
+        if problem is None and len(encoded) > max_bytes:
+            problem = f"is {len(encoded)} bytes of JSON; this server accepts at most {max_bytes}"
+        if problem is None:
             return encoded
-        problem = f"is {len(encoded)} bytes of JSON; this server accepts at most {max_bytes}"
-    return Outcome.failure("invalid", f"{what}_out_of_bounds", f"`{what}` {problem}")
+        return Outcome.failure("invalid", f"{what}_out_of_bounds", f"`{what}` {problem}")
 
 
 def _resolve_reference(
-    item: RequestItem,
-    table: Sequence[dict[str, Any]] | None,
-    table_json: dict[int, bytes | Outcome],
-    limits: ItemLimits,
+    item: RequestItem, table: Sequence[dict[str, Any]] | None, bounds: _Bounds
 ) -> tuple[dict[str, Any], bytes] | Outcome:
-    """The item's reference and its canonical JSON, or the `invalid` outcome saying why not.
-
-    A table reference is checked and encoded once per request, however many items point at it.
-    """
+    """The item's reference and its canonical JSON, or the `invalid` outcome saying why not."""
     index = item.reference_index
+    max_bytes = bounds.limits.max_reference_bytes
     if index is None:
         if item.reference is None:
             return Outcome.failure(
                 "invalid", "missing_reference", "give `reference` or `reference_index`"
             )
-        encoded = _bounded_json(item.reference, "reference", limits, limits.max_reference_bytes)
+        encoded = bounds.encode(item.reference, "reference", max_bytes)
         return encoded if isinstance(encoded, Outcome) else (item.reference, encoded)
     if item.reference is not None:
         return Outcome.failure(
@@ -135,21 +155,19 @@ def _resolve_reference(
             "unknown_reference_index",
             f"reference_index {index} is outside the request's {size} `references`",
         )
-    if index not in table_json:
-        table_json[index] = _bounded_json(
-            table[index], "reference", limits, limits.max_reference_bytes
-        )
-    encoded = table_json[index]
+    if index not in bounds.table:
+        bounds.table[index] = bounds.encode(table[index], "reference", max_bytes)
+    encoded = bounds.table[index]
     return encoded if isinstance(encoded, Outcome) else (table[index], encoded)
 
 
-def _refusal(item: RequestItem, why: str | None, limits: ItemLimits) -> Outcome | None:
+def _refusal(item: RequestItem, why: str | None, bounds: _Bounds) -> Outcome | None:
     """The `invalid` outcome of an item refused before scoring (an unknown field, a `meta` out of
     bounds), or None."""
     if why is not None:
         return Outcome.failure("invalid", "malformed_item", why)
     if item.meta is not None:
-        checked = _bounded_json(item.meta, "meta", limits, limits.max_meta_bytes)
+        checked = bounds.encode(item.meta, "meta", bounds.limits.max_meta_bytes)
         if isinstance(checked, Outcome):
             return checked
     return None
@@ -197,6 +215,7 @@ async def score_batch(
     deadline_s: float,
     references: Sequence[dict[str, Any]] | None = None,
     rejected: Mapping[int, str] | None = None,
+    strict_json: bool = True,
     registry: Registry,
     on_progress: Callable[[int], None] | None = None,
 ) -> ScoreResponse:
@@ -204,6 +223,7 @@ async def score_batch(
     table that items may point into with `reference_index`; `rejected` maps positions of items
     the reader refused to why (`ScoreBody.rejected`). `registry` is the one the dispatcher
     scores with: items are also shared by their scorers' answer keys (see `item_key`).
+    `strict_json` says the strict reader decoded the values (`ScoreBody.strict`).
     `on_progress(n)` is told, from any thread, each time `n` more items have their outcome."""
     deadline = time.monotonic() + deadline_s
     outcomes: list[Outcome | None] = [None] * len(items)
@@ -212,13 +232,13 @@ async def score_batch(
     # Equal references become one object with one key, which the worker pool then sends once per
     # chunk (pickle shares repeated objects): a GRPO group's 16 items carry one puzzle, not 16.
     interned: dict[bytes, tuple[dict[str, Any], str]] = {}
-    table_json: dict[int, bytes | Outcome] = {}
+    bounds = _Bounds(limits, strict_json)
     key_of = item_keyer(spec, registry)
     quick_limit = limits.max_response_bytes // 4  # no code point takes more than 4 bytes
     refused = rejected or {}
     unechoed: set[int] = set()
     for position, item in enumerate(items):
-        refusal = _refusal(item, refused.get(position), limits)
+        refusal = _refusal(item, refused.get(position), bounds)
         if refusal is not None:
             outcomes[position] = refusal
             if item.meta is not None:
@@ -229,7 +249,7 @@ async def score_batch(
             if too_large is not None:
                 outcomes[position] = too_large
                 continue
-        resolved = _resolve_reference(item, references, table_json, limits)
+        resolved = _resolve_reference(item, references, bounds)
         if isinstance(resolved, Outcome):
             outcomes[position] = resolved
             continue

@@ -52,6 +52,7 @@ async def _score(
         deadline_s=state.settings.request_deadline_s,
         references=body.references,
         rejected=rejected,
+        strict_json=body.strict,
         registry=state.registry,
         on_progress=on_progress,
     )

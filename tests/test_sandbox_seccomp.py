@@ -3,10 +3,10 @@
 Each refused system call is probed by a program scored by the code domain: the program prints
 the errno its call got, the item expects the errno the filter answers, so one test shows both
 that the call fails and that the run is still judged as usual (score 1). Where the probe's
-arguments allow it, they are ones the kernel itself would answer differently for an
-unprivileged process (the comment: the answer measured without the filter, as uid 65534 on Linux
-6.18), so the test fails if the filter does not refuse the call; for the rest the kernel refuses
-an unprivileged caller anyway and the test guards the filter's answer. Then programs that need
+arguments allow it, they are ones the kernel itself answers differently (`PROBES` notes the
+answer measured without the filter, as uid 65534 and in the local jail, on Linux 6.18), so the
+test fails if the filter lets the call through. For the rest the kernel refuses an
+unprivileged caller anyway and the test guards the filter's answer. Then programs that need
 threads, fork, subprocesses, mmap, multiprocessing and g++ show the filter takes none of that.
 """
 
@@ -173,6 +173,7 @@ def test_refused_call_fails_and_the_run_is_judged(backend: SandboxBackend, name:
 @needs_known_machine
 def test_system_calls_past_the_reviewed_ones_fail_as_unknown(backend: SandboxBackend) -> None:
     # As on an older kernel: a C library falls back; Docker's own profile would say EPERM.
+    # Nothing is numbered there on Linux 6.18 yet: this guards the answer on newer kernels.
     for nr in (LAST_REVIEWED_SYSCALL + 1, 1000):
         judged(backend, PROBE.format(nr=nr, args="0, 0, 0", forks=False), "ENOSYS\n")
 

@@ -178,6 +178,27 @@ def test_system_calls_past_the_reviewed_ones_fail_as_unknown(backend: SandboxBac
         judged(backend, PROBE.format(nr=nr, args="0, 0, 0", forks=False), "ENOSYS\n")
 
 
+# getpid through the i386 ABI (int 0x80) and the x32 one (syscall with bit 30 set), as machine
+# code: the raw answer is the pid or -errno. Docker's own profile allows both ABIs.
+OTHER_ABIS = """
+import ctypes, errno, mmap
+code = {"i386": "b814000000cd804898c3", "x32": "48c7c0270000400f05c3"}
+page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+for abi in ("i386", "x32"):
+    page.seek(0)
+    page.write(bytes.fromhex(code[abi]))
+    r = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(page)))()
+    print(abi, "ok" if r > 0 else errno.errorcode[-r])
+"""
+
+
+@pytest.mark.skipif(MACHINE != "x86_64", reason="x86_64 machine code")
+def test_system_calls_of_other_abis_are_refused(backend: SandboxBackend) -> None:
+    # Without the filter: the pid through i386 (a second system-call table), ENOSYS for x32
+    # where the kernel has no x32 support.
+    judged(backend, OTHER_ABIS, "i386 EPERM\nx32 EPERM\n")
+
+
 @needs_known_machine
 def test_allowed_arguments_of_checked_calls_pass(backend: SandboxBackend) -> None:
     code = f"""

@@ -4,7 +4,6 @@ outside the sandbox, assert plans, the single-flight cache, config and reference
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from reward_specs.code.extract import extract_code
 from reward_specs.code.stdio import compare_stdout
 from reward_specs.code.values import Malformed, decode, json_equal
 from reward_specs.code_domain import CodeConfig, CodeReference
+from tests.helpers import poll
 
 # ----------------------------------------------------------------------------- extraction
 
@@ -266,13 +266,18 @@ def test_single_flight_runs_identical_work_once() -> None:
         return 42
 
     results: list[int] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(cache.get_or_compute("k", compute)))
-        for _ in range(8)
-    ]
+    arrived = threading.Semaphore(0)
+
+    def ask() -> None:
+        arrived.release()
+        results.append(cache.get_or_compute("k", compute))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
     for t in threads:
         t.start()
-    time.sleep(0.2)  # let them all arrive while the first computes (not a timing assertion)
+    for _ in threads:  # every thread is past its release, so in get_or_compute or about to be
+        assert arrived.acquire(timeout=30)
+    poll(lambda: len(calls) == 1, 30)  # the first one computes, behind the gate
     gate.set()
     for t in threads:
         t.join()

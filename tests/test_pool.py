@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from service.settings import Settings
-from tests.helpers import Server, score
+from tests.helpers import Server, poll, score
 
 REGISTRY = "tests.pool_scorers:registry"
 SPEC_DIR = Path(__file__).parent / "specs"
@@ -43,15 +43,21 @@ def test_killing_a_worker_mid_batch_loses_nothing(make_server: Callable[..., Ser
         assert time.monotonic() < deadline, "the second worker never became ready"
         time.sleep(0.1)
     victims = pool.worker_pids()
+    killed_mid_chunk: list[bool] = []
 
-    def kill_one() -> None:
+    def kill_when_busy() -> None:
+        # Killed once its worker is seen holding a chunk with an item in flight, not on a timer.
+        busy = lambda: any(w.process.pid == victims[0] and w.current() for w in pool._workers)  # noqa: E731
+        poll(busy, 60, every=0.005)
         os.kill(victims[0], signal.SIGKILL)
+        killed_mid_chunk.append(True)
 
-    killer = threading.Timer(0.8, kill_one)
+    killer = threading.Thread(target=kill_when_busy)
     killer.start()
     with httpx.Client(base_url=server.url, timeout=120) as client:
         results = score(client, sleepy(120, 0.05))
     killer.join()
+    assert killed_mid_chunk == [True]
     assert [r["id"] for r in results] == [f"s{i}" for i in range(120)]
     assert all(r["status"] == "ok" and r["score"] == 1.0 for r in results)
     assert pool.stats().restarts >= 1

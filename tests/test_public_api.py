@@ -1,0 +1,29 @@
+"""Each package's public surface is what its `__all__` says (the httpx check): every listed name
+exists, none is listed twice, and every public name defined in the package (in it or in one of
+its modules) is listed, so that nothing becomes public by accident."""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+import pytest
+
+PACKAGES = ["reward_specs", "sandboxes", "service.dispatch"]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_lists_exactly_the_public_names(name: str) -> None:
+    package = importlib.import_module(name)
+    listed = package.__all__
+    assert len(set(listed)) == len(listed)
+    for attribute in listed:
+        assert hasattr(package, attribute), f"{name}.{attribute} is listed but missing"
+    public = {
+        attribute
+        for attribute, value in vars(package).items()
+        if not attribute.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and str(getattr(value, "__module__", "")).startswith(name)
+    }
+    assert public - set(listed) == set(), f"{name} exports unlisted names"

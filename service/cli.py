@@ -16,6 +16,7 @@ from tqdm import tqdm
 from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
 
 from reward_specs import Spec
+from service.auth import ExposureError, check_exposure
 from service.fastjson import dump_json
 from service.ingest import RequestItem, loads_json, validate_score_request
 from service.loading import load_all_specs, load_registry
@@ -61,7 +62,14 @@ def widen_body_buffer(limit: int = BODY_BUFFER_BYTES) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    settings = _settings(args, host=args.host, port=args.port)
+    settings = _settings(
+        args, host=args.host, port=args.port, insecure_no_auth=args.insecure_no_auth or None
+    )
+    try:
+        check_exposure(settings)
+    except ExposureError as exc:
+        print(f"proctor serve: {exc}", file=sys.stderr)
+        return 2
     app = create_app(settings)
     widen_body_buffer()
     uvicorn.run(
@@ -224,6 +232,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--spec-dir", type=Path, action="append", help="extra spec directory")
     serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve on a non-loopback address with no API key (logged as a warning)",
+    )
     serve.set_defaults(func=_serve)
 
     score = sub.add_parser(

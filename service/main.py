@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -18,12 +18,13 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import SpecError
+from service.auth import ApiKeyAuth
 from service.dispatch import Dispatcher, make_dispatcher
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import JobStore
 from service.loading import load_all_specs, load_registry
 from service.metrics import Metrics, StatusCounter
-from service.routes import health, puzzles, score
+from service.routes import health, openrlhf, puzzles, score
 from service.routes.docs import mount_docs
 from service.runtime import settle_heap
 from service.schemas import ScoreRequest
@@ -182,6 +183,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(ApiKeyAuth(settings))],
     )
     app.state.proctor = state
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -189,6 +191,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app.include_router(score.router)
     app.include_router(health.router)
     app.include_router(puzzles.router)
+    app.include_router(openrlhf.router)
     mount_docs(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(StatusCounter, metrics=state.metrics)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -23,13 +23,13 @@ def _assets_dir() -> Path:
 
 
 def mount_docs(app: FastAPI) -> None:
-    """Add /docs and /redoc to `app` (created with `docs_url=None, redoc_url=None`)."""
-    router = APIRouter(include_in_schema=False)
+    """Add /docs and /redoc to `app` (created with `docs_url=None, redoc_url=None`). Like the
+    schema they show (FastAPI's /openapi.json), they are plain routes, outside the app's
+    dependencies such as its API keys."""
     title = f"{app.title} API"
     openapi_url = app.openapi_url or "/openapi.json"
 
-    @router.get("/docs")
-    async def swagger_ui() -> HTMLResponse:
+    async def swagger_ui(request: Request) -> HTMLResponse:
         return get_swagger_ui_html(
             openapi_url=openapi_url,
             title=title,
@@ -38,8 +38,7 @@ def mount_docs(app: FastAPI) -> None:
             swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
         )
 
-    @router.get("/redoc")
-    async def redoc() -> HTMLResponse:
+    async def redoc(request: Request) -> HTMLResponse:
         return get_redoc_html(
             openapi_url=openapi_url,
             title=title,
@@ -48,5 +47,6 @@ def mount_docs(app: FastAPI) -> None:
             with_google_fonts=False,
         )
 
-    app.include_router(router)
+    app.add_route("/docs", swagger_ui, include_in_schema=False)
+    app.add_route("/redoc", redoc, include_in_schema=False)
     app.mount(ASSETS_PATH, StaticFiles(directory=_assets_dir()), name="docs-assets")

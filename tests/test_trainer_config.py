@@ -87,7 +87,7 @@ def test_the_8_stage_schedule_mirrors_the_review() -> None:
 def test_bad_configs_are_refused_naming_the_field(
     tmp_path: Path, changes: dict[str, Any], message: str
 ) -> None:
-    with pytest.raises(ValueError, match="run.yaml") as refused:
+    with pytest.raises(ValueError, match=r"run\.yaml") as refused:
         load_args(_write(tmp_path, _config(**changes)))
     assert message in str(refused.value)
 
@@ -137,7 +137,7 @@ def test_a_bad_prompt_row_is_refused_naming_the_line(
     tmp_path: Path, bad: object, message: str
 ) -> None:
     path = _jsonl(tmp_path, [GOOD, "", bad])
-    with pytest.raises(ValueError, match=f"prompts.jsonl:3: .*{message[:12]}") as refused:
+    with pytest.raises(ValueError, match=r"prompts\.jsonl:3: ") as refused:
         load_jsonl(path)
     assert message in str(refused.value)
 

@@ -149,6 +149,8 @@ class Args:
     overlap_scoring: bool = True
     """Run the old-policy and reference passes while Proctor scores (False: one after the other,
     for measuring what the overlap saves)."""
+    scoring_retries: Annotated[int, Field(ge=0)] = 5
+    """The SDK's own retries of a request (connection errors, 429, 503) before the step pauses."""
     scoring_pause_s: Annotated[float, Field(gt=0)] = 10.0
     """How long a step pauses when Proctor does not answer, before sending again."""
     scoring_max_pauses: Annotated[int, Field(ge=1)] = 30
@@ -315,7 +317,12 @@ def train(args: Args, url: str, out: Path, stop_after: int | None = None) -> Pat
         )
 
     metrics_log = MetricsLog(out, resume_from_step=start_step, tensorboard=args.tensorboard)
-    scorer = BackgroundScorer(url, pause_s=args.scoring_pause_s, max_pauses=args.scoring_max_pauses)
+    scorer = BackgroundScorer(
+        url,
+        pause_s=args.scoring_pause_s,
+        max_pauses=args.scoring_max_pauses,
+        client_retries=args.scoring_retries,
+    )
     last_checkpoint = checkpoint if checkpoint is not None else save(start_step)
     end_step = schedule.total_steps if stop_after is None else min(stop_after, schedule.total_steps)
     try:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from proctor_client import ProctorError
 from proctor_client.trainer import cli
 from proctor_client.trainer.checkpoint import load_checkpoint
 from proctor_client.trainer.grpo import Args, load_args, train
@@ -160,3 +161,14 @@ def test_the_command_trains_and_reports_its_checkpoint(
     assert "step-000002.pt" in capsys.readouterr().out
     assert [m["step"] for m in read_metrics(out / "metrics.jsonl")] == [0, 1]
     assert (out / "tensorboard").is_dir()
+
+
+def test_a_key_protected_proctor_needs_the_key(
+    make_server: Callable[..., Server], tmp_path: Path
+) -> None:
+    secured = make_server(workers=1, api_keys=("trainer-key-0123456789",))
+    with pytest.raises(ProctorError) as refused:  # a 401 is the whole request's, not a pause
+        train(_tiny(), secured.url, tmp_path / "without", stop_after=1)
+    assert refused.value.status_code == 401
+    train(_tiny(), secured.url, tmp_path / "with", stop_after=1, api_key="trainer-key-0123456789")
+    assert [m["step"] for m in read_metrics(tmp_path / "with" / "metrics.jsonl")] == [0]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
+from proctor_client import ProctorError
 from proctor_client.trainer.grpo import load_args, train
 from proctor_client.trainer.proctor import ProctorUnreachable
 
@@ -17,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="proctor-train",
         description="Train a causal LM with GRPO (the ProRL recipe), scored by Proctor. "
-        "A run on an OUT directory that holds a checkpoint resumes from the latest one.",
+        "A run on an OUT directory that holds a checkpoint resumes from the latest one. "
+        "The API key, if Proctor needs one, is read from PROCTOR_API_KEY.",
     )
     parser.add_argument("config", type=Path, help="the run's YAML (see clients/configs/)")
     parser.add_argument("--url", required=True, help="Proctor's base URL")
@@ -34,8 +37,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"proctor-train: {exc}", file=sys.stderr)
         return 2
     try:
-        checkpoint = train(args, options.url, options.out, stop_after=options.stop_after)
-    except ProctorUnreachable as exc:
+        checkpoint = train(
+            args,
+            options.url,
+            options.out,
+            stop_after=options.stop_after,
+            api_key=os.environ.get("PROCTOR_API_KEY") or None,
+        )
+    except (ProctorUnreachable, ProctorError) as exc:
         print(f"proctor-train: {exc}", file=sys.stderr)
         return 3
     print(f"proctor-train: last checkpoint {checkpoint}")

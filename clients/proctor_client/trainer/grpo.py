@@ -149,6 +149,10 @@ class Args:
     overlap_scoring: bool = True
     """Run the old-policy and reference passes while Proctor scores (False: one after the other,
     for measuring what the overlap saves)."""
+    scoring_chunk_size: Annotated[int, Field(ge=1)] = 1024
+    """Items per /v1/score request; a batch is split into chunks sent concurrently."""
+    scoring_concurrency: Annotated[int, Field(ge=1)] = 4
+    """Chunks in flight at once (behind a load balancer, about the number of Proctor replicas)."""
     scoring_retries: Annotated[int, Field(ge=0)] = 5
     """The SDK's own retries of a request (connection errors, 429, 503) before the step pauses."""
     scoring_pause_s: Annotated[float, Field(gt=0)] = 10.0
@@ -242,7 +246,13 @@ def _stop_on_sigint() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def train(args: Args, url: str, out: Path, stop_after: int | None = None) -> Path:
+def train(
+    args: Args,
+    url: str,
+    out: Path,
+    stop_after: int | None = None,
+    api_key: str | None = None,
+) -> Path:
     """Run (or resume) the schedule against the Proctor at `url`, writing to `out`; with
     `stop_after`, stop once that many steps are done. The path of the last checkpoint."""
     # ---- setup --------------------------------------------------------------------------------
@@ -322,6 +332,9 @@ def train(args: Args, url: str, out: Path, stop_after: int | None = None) -> Pat
         pause_s=args.scoring_pause_s,
         max_pauses=args.scoring_max_pauses,
         client_retries=args.scoring_retries,
+        chunk_size=args.scoring_chunk_size,
+        max_concurrency=args.scoring_concurrency,
+        api_key=api_key,
     )
     last_checkpoint = checkpoint if checkpoint is not None else save(start_step)
     end_step = schedule.total_steps if stop_after is None else min(stop_after, schedule.total_steps)

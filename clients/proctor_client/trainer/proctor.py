@@ -58,6 +58,8 @@ class BackgroundScorer:
         pause_s: float = 10.0,
         max_pauses: int = 30,
         client_retries: int = 5,
+        chunk_size: int = 1024,
+        max_concurrency: int = 4,
     ) -> None:
         self.url = url
         self.pause_s = pause_s
@@ -65,10 +67,20 @@ class BackgroundScorer:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="scorer", daemon=True)
         self._thread.start()
-        self._client: AsyncProctorClient = self._call(self._open(url, api_key, client_retries))
+        opened = self._open(url, api_key, client_retries, chunk_size, max_concurrency)
+        self._client: AsyncProctorClient = self._call(opened)
 
-    async def _open(self, url: str, api_key: str | None, retries: int) -> AsyncProctorClient:
-        return AsyncProctorClient(url, api_key=api_key, max_retries=retries)
+    async def _open(
+        self, url: str, api_key: str | None, retries: int, chunk_size: int, concurrency: int
+    ) -> AsyncProctorClient:
+        """The client, made on the loop it will run on."""
+        return AsyncProctorClient(
+            url,
+            api_key=api_key,
+            max_retries=retries,
+            chunk_size=chunk_size,
+            max_concurrency=concurrency,
+        )
 
     def _call(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()

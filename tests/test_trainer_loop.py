@@ -5,6 +5,7 @@ does not answer pauses the step instead of scoring zeros."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -13,13 +14,14 @@ from typing import Any
 
 import pytest
 import torch
+import yaml
 
 from proctor_client import ProctorError
 from proctor_client.trainer import cli
 from proctor_client.trainer.checkpoint import load_checkpoint
 from proctor_client.trainer.grpo import Args, load_args, train
 from proctor_client.trainer.metrics import read_metrics
-from proctor_client.trainer.proctor import ProctorUnreachable
+from proctor_client.trainer.proctor import ProctorUnreachable, puzzle_prompts
 from service.settings import Settings
 from tests.helpers import TEST_SPECS, Server, running_server
 
@@ -172,3 +174,31 @@ def test_a_key_protected_proctor_needs_the_key(
     assert refused.value.status_code == 401
     train(_tiny(), secured.url, tmp_path / "with", stop_after=1, api_key="trainer-key-0123456789")
     assert [m["step"] for m in read_metrics(tmp_path / "with" / "metrics.jsonl")] == [0]
+
+
+def test_unjudged_items_are_left_out_never_scored_as_zero(proctor: Server, tmp_path: Path) -> None:
+    # Half the prompts name a domain Proctor does not know: their items come back `invalid`.
+    prompts = tmp_path / "unknown.jsonl"
+    row = {"prompt": "box seven", "domain": "no-such-domain", "reference": {"answer": "7"}}
+    prompts.write_text(json.dumps(row) + "\n")
+    stage = {**yaml.safe_load(TINY.read_text())["stages"][0], "mixture": {"digits": 1, "bad": 1}}
+    data = {
+        "digits": {"kind": "digits", "size": 100},
+        "bad": {"kind": "jsonl", "path": str(prompts)},
+    }
+    train(_tiny(data=data, stages=[stage]), proctor.url, tmp_path / "out", stop_after=2)
+    for m in read_metrics(tmp_path / "out" / "metrics.jsonl"):
+        assert m["status/invalid"] == m["unjudged"] > 0
+        # the means are over judged responses only: all digit prompts, none of the invalid ones
+        assert m["reward/math"] == m["reward_mean"]
+        assert "reward/no-such-domain" not in m
+        assert m["groups_accepted"] + m["groups_rejected"] + m["groups_surplus"] > 0
+
+
+def test_puzzle_prompts_come_from_proctor(proctor: Server) -> None:
+    prompts = puzzle_prompts(proctor.url, "basic_arithmetic", None, 3, seed=5)
+    assert [p.domain for p in prompts] == ["puzzle"] * 3
+    assert len({p.id for p in prompts}) == 3 and all(p.text for p in prompts)
+    assert all(p.reference for p in prompts)
+    with pytest.raises(ValueError, match="no_such_task"):
+        puzzle_prompts(proctor.url, "no_such_task", None, 1, seed=5)

@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             stop_after=options.stop_after,
             api_key=os.environ.get("PROCTOR_API_KEY") or None,
         )
+    except ValueError as exc:  # a prompt file's bad row, a puzzle task Proctor does not know
+        print(f"proctor-train: {exc}", file=sys.stderr)
+        return 2
     except (ProctorUnreachable, ProctorError) as exc:
         print(f"proctor-train: {exc}", file=sys.stderr)
         return 3

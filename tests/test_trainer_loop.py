@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +206,29 @@ def test_puzzle_prompts_come_from_proctor(proctor: Server) -> None:
     assert all(p.reference for p in prompts)
     with pytest.raises(ValueError, match="no_such_task"):
         puzzle_prompts(proctor.url, "no_such_task", None, 1, seed=5)
+
+
+def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_the_run_resumes(
+    learned: Path, proctor: Server, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "proctor_client.trainer.cli", str(TINY)]
+    child = subprocess.Popen(
+        [*command, "--url", proctor.url, "--out", str(out)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    metrics = out / "metrics.jsonl"
+    deadline = time.monotonic() + 300
+    while not (metrics.exists() and metrics.read_text().count("\n") >= 2):
+        assert child.poll() is None and time.monotonic() < deadline, "no steps were written"
+        time.sleep(0.05)
+    child.send_signal(signal.SIGINT)
+    _, errors = child.communicate(timeout=300)
+    assert child.returncode == 0, errors
+    assert "stopping after this step" in errors
+    done = len(read_metrics(metrics))
+    assert 2 <= done < 80
+    assert (out / "checkpoints" / f"step-{done:06d}.pt").exists()
+    train(_tiny(), proctor.url, out, stop_after=done + 2)
+    assert _curve(out) == _curve(learned)[: done + 2]

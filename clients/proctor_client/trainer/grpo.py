@@ -212,14 +212,12 @@ def _load_model(args: Args) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
 def _load_pools(args: Args, url: str) -> dict[str, list[Prompt]]:
     pools: dict[str, list[Prompt]] = {}
     for name, source in sorted(args.data.items()):
-        if source.kind == "jsonl":
-            assert source.path is not None  # the Source validator requires it
+        if source.path is not None:  # kind jsonl (the Source validator pairs them)
             pools[name] = load_jsonl(source.path)
-        elif source.kind == "digits":
-            pools[name] = tiny.digit_prompts(source.size)
-        else:
-            assert source.task is not None  # the Source validator requires it
+        elif source.task is not None:  # kind puzzle
             pools[name] = puzzle_prompts(url, source.task, source.config, source.size, args.seed)
+        else:
+            pools[name] = tiny.digit_prompts(source.size)
     return pools
 
 
@@ -509,7 +507,7 @@ def train(
                         log.info("step %d: validation pass@1 has plateaued; reset next step", step)
 
                 # ---- diagnostics -----------------------------------------------------------
-                ok_results = [s.result for s in judged if s.result is not None]
+                ok_results = [s.result for s in judged if s.result is not None]  # all of them
                 trained_tokens = max(1.0, sums["tokens"])
                 metrics.update(
                     reward_mean=_mean([float(r.reward or 0) for r in ok_results]),
@@ -543,10 +541,9 @@ def train(
                     metrics[f"status/{status}"] = n
                 by_domain: dict[str, list[float]] = defaultdict(list)
                 penalties: dict[str, float] = defaultdict(float)
-                for s in judged:
-                    assert s.result is not None
-                    by_domain[s.prompt.domain].append(float(s.result.reward or 0))
-                    for name, amount in s.result.penalties.items():
+                for s, r in zip(judged, ok_results, strict=True):
+                    by_domain[s.prompt.domain].append(float(r.reward or 0))
+                    for name, amount in r.penalties.items():
                         penalties[name] += amount
                 for domain, values in by_domain.items():
                     metrics[f"reward/{domain}"] = _mean(values)

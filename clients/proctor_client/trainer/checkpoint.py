@@ -14,18 +14,22 @@ from typing import Any
 
 import torch
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["checkpoint_path", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
 
 
 def _directory(out: Path) -> Path:
     return out / "checkpoints"
 
 
+def checkpoint_path(out: Path, completed_steps: int) -> Path:
+    """Where the checkpoint after `completed_steps` steps is."""
+    return _directory(out) / f"step-{completed_steps:06d}.pt"
+
+
 def save_checkpoint(out: Path, completed_steps: int, state: dict[str, Any]) -> Path:
     """Write `state` as the checkpoint after `completed_steps` steps; its path."""
-    directory = _directory(out)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"step-{completed_steps:06d}.pt"
+    path = checkpoint_path(out, completed_steps)
+    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".pt.partial")
     torch.save({"completed_steps": completed_steps, **state}, partial)
     os.replace(partial, path)

@@ -14,9 +14,12 @@ Diagnostics go to OUT/metrics.jsonl and TensorBoard; checkpoints to OUT/checkpoi
 boundary and reset (and every `checkpoint_every` steps), and a run started on an OUT that has one
 resumes from the latest, giving the same result as an uninterrupted run.
 
+Under `torchrun` each rank samples and scores its share of the batch and gradients are summed
+before every update (distributed.py); rank 0 writes metrics and checkpoints.
+
 What it leaves out, honestly:
-- one process on one device: no DDP or FSDP, so no `torchrun`; a model that does not fit one GPU
-  does not train here;
+- FSDP or any sharding: every rank holds the whole policy, reference and optimizer state, so a
+  model that does not fit one GPU does not train here;
 - rollouts with Hugging Face `generate` only (no vLLM), so the rollout policy is the policy itself
   and old log-probabilities are recomputed rather than taken from an inference engine;
 - no sequence packing, no gradient checkpointing, no mixed-precision loss scaling (bf16 weights
@@ -52,10 +55,16 @@ from transformers import (
 )
 
 from proctor_client.trainer import tiny
-from proctor_client.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from proctor_client.trainer.checkpoint import (
+    checkpoint_path,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from proctor_client.trainer.data import Prompt, PromptSampler, load_jsonl
+from proctor_client.trainer.distributed import World
 from proctor_client.trainer.groups import GroupCounts, StdKind, group_advantages, is_informative
-from proctor_client.trainer.metrics import MetricsLog
+from proctor_client.trainer.metrics import MetricsLog, combine_ranks
 from proctor_client.trainer.objective import KLEstimator, policy_loss, token_entropy, token_logprobs
 from proctor_client.trainer.proctor import BackgroundScorer, puzzle_prompts
 from proctor_client.trainer.resets import PlateauRule, reset_optimizer, reset_reference
@@ -195,7 +204,7 @@ def load_args(path: Path, **overrides: Any) -> Args:
     return args
 
 
-def _load_model(args: Args) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _load_model(args: Args, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     tokenizer: PreTrainedTokenizerBase
     model: PreTrainedModel
     if args.model == "tiny-digits":
@@ -205,7 +214,7 @@ def _load_model(args: Args) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         tokenizer = AutoTokenizer.from_pretrained(args.model)
         model = AutoModelForCausalLM.from_pretrained(args.model)
     dtype = torch.bfloat16 if args.dtype == "bfloat16" else torch.float32
-    moved: PreTrainedModel = model.to(device=args.device, dtype=dtype)  # type: ignore[call-arg]
+    moved: PreTrainedModel = model.to(device=device, dtype=dtype)  # type: ignore[call-arg]
     return moved, tokenizer
 
 
@@ -254,13 +263,24 @@ def train(
     """Run (or resume) the schedule against the Proctor at `url`, writing to `out`; with
     `stop_after`, stop once that many steps are done. The path of the last checkpoint."""
     # ---- setup --------------------------------------------------------------------------------
+    world = World.from_environment(args.device)  # one process, or one rank under torchrun
+    device = world.device(args.device)
+    if args.prompts_per_minibatch % world.size:
+        raise ValueError(
+            f"prompts_per_minibatch ({args.prompts_per_minibatch}) must be a multiple of the "
+            f"number of ranks ({world.size})"
+        )
+    groups_per_rank = args.prompts_per_step // world.size
+    minibatch_per_rank = args.prompts_per_minibatch // world.size
+    updates_per_step = args.prompts_per_step // args.prompts_per_minibatch
     out.mkdir(parents=True, exist_ok=True)
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
-    torch.manual_seed(args.seed)
     schedule = Schedule(args.stages)
-    policy, tokenizer = _load_model(args)
-    policy.eval()  # type: ignore[no-untyped-call]  # dropout off: the ratio must compare deterministic policies
+    policy, tokenizer = _load_model(args, device)
+    torch.manual_seed(args.seed + _RANK_SEED * world.rank)  # ranks sample differently
+    # dropout off: the ratio must compare deterministic policies
+    policy.eval()  # type: ignore[no-untyped-call]
     reference = copy.deepcopy(policy).requires_grad_(False)
     pad_id = (
         tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -276,11 +296,11 @@ def train(
         optimizer, lambda update: min(1.0, (update + 1) / warmup) if warmup else 1.0
     )
     pools = _load_pools(args, url)
-    sampler = PromptSampler(pools, seed=args.seed)
+    sampler = PromptSampler(pools, seed=args.seed + _RANK_SEED * world.rank)
     validation_mixture = args.validation_mixture or args.stages[0].mixture
     validation_set = PromptSampler(pools, seed=args.seed + 1).sample(
         args.validation_prompts, validation_mixture
-    )
+    )[world.rank :: world.size]
     plateau = PlateauRule(args.plateau_patience) if args.plateau_patience else None
     if plateau is not None:
         plateau.min_delta = args.plateau_min_delta
@@ -292,13 +312,15 @@ def train(
     checkpoint = latest_checkpoint(out)
     if checkpoint is not None:
         state = load_checkpoint(checkpoint)
+        if len(state["ranks"]) != world.size:
+            raise ValueError(
+                f"{checkpoint} was written by {len(state['ranks'])} ranks, not {world.size}"
+            )
         policy.load_state_dict(state["policy"])
         reference.load_state_dict(state["reference"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
-        sampler.set_state(state["sampler"])
-        torch.set_rng_state(state["torch_rng"])
-        random.setstate(state["python_rng"])
+        _set_rank_state(state["ranks"][world.rank], sampler)
         if plateau is not None:
             plateau.load_state_dict(state["plateau"])
         plateau_fired = state["plateau_fired"]
@@ -307,6 +329,13 @@ def train(
         log.info("resuming from %s (%d steps done)", checkpoint, start_step)
 
     def save(completed: int) -> Path:
+        # every rank's random generators, for a resume with the same number of ranks
+        ranks = world.gather(_rank_state(sampler, device.startswith("cuda")))
+        checksums = world.gather(_checksum(policy))
+        if len(set(checksums)) > 1:
+            raise RuntimeError(f"the ranks' weights have diverged (checksums {checksums})")
+        if not world.main:
+            return checkpoint_path(out, completed)
         return save_checkpoint(
             out,
             completed,
@@ -315,16 +344,18 @@ def train(
                 "reference": reference.state_dict(),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
-                "sampler": sampler.state(),
-                "torch_rng": torch.get_rng_state(),
-                "python_rng": random.getstate(),
+                "ranks": ranks,
                 "plateau": plateau.state_dict() if plateau is not None else None,
                 "plateau_fired": plateau_fired,
                 "tokens_generated_total": tokens_generated_total,
             },
         )
 
-    metrics_log = MetricsLog(out, resume_from_step=start_step, tensorboard=args.tensorboard)
+    metrics_log = (
+        MetricsLog(out, resume_from_step=start_step, tensorboard=args.tensorboard)
+        if world.main
+        else None
+    )
     scorer = BackgroundScorer(
         url,
         pause_s=args.scoring_pause_s,
@@ -366,11 +397,8 @@ def train(
                 accepted: list[list[Sample]] = []
                 judged: list[Sample] = []
                 time_generation = time_scoring = time_rollout_passes = 0.0
-                while (
-                    len(accepted) < args.prompts_per_step
-                    and counts.rounds < args.max_sampling_rounds
-                ):
-                    missing = args.prompts_per_step - len(accepted)
+                while len(accepted) < groups_per_rank and counts.rounds < args.max_sampling_rounds:
+                    missing = groups_per_rank - len(accepted)
                     prompts = sampler.sample(math.ceil(missing * args.oversample), stage.mixture)
                     began = time.perf_counter()
                     samples = generate_groups(
@@ -421,7 +449,7 @@ def train(
                         informative = is_informative(
                             [float(s.result.score or 0.0) for s in ok if s.result]
                         )
-                        if informative and len(accepted) < args.prompts_per_step:
+                        if informative and len(accepted) < groups_per_rank:
                             accepted.append(ok)  # infra_error and invalid rows are masked out
                             counts.add(True, tokens)
                         elif informative:
@@ -442,15 +470,17 @@ def train(
                 # ---- update: minibatches of groups, one token denominator each -------------
                 began = time.perf_counter()
                 sums: dict[str, float] = defaultdict(float)
-                for first in range(0, len(accepted), args.prompts_per_minibatch):
-                    rows = [
-                        s for g in accepted[first : first + args.prompts_per_minibatch] for s in g
-                    ]
-                    denominator = float(sum(len(s.response_ids) for s in rows))
+                for update in range(updates_per_step):
+                    first = update * minibatch_per_rank
+                    rows = [s for g in accepted[first : first + minibatch_per_rank] for s in g]
+                    # one denominator: the minibatch's tokens on every rank together
+                    (denominator,) = world.sum([float(sum(len(s.response_ids) for s in rows))])
+                    if denominator == 0:
+                        continue  # no rank has groups left for this minibatch
                     optimizer.zero_grad(set_to_none=True)
                     for m in range(0, len(rows), args.micro_batch_size):
                         micro = rows[m : m + args.micro_batch_size]
-                        batch = collate(micro, pad_id, torch.device(args.device))
+                        batch = collate(micro, pad_id, torch.device(device))
                         logits = forward_logits(policy, batch)
                         logp = token_logprobs(logits, batch.response_ids, stage.temperature)
                         parts = policy_loss(
@@ -473,6 +503,7 @@ def train(
                         sums["tokens"] += parts.tokens
                         entropy = token_entropy(logits, stage.temperature)
                         sums["entropy"] += float((entropy * batch.response_mask).sum())
+                    world.sum_gradients(policy)
                     sums["grad_norm"] += float(
                         torch.nn.utils.clip_grad_norm_(policy.parameters(), args.max_grad_norm)
                     )
@@ -499,9 +530,16 @@ def train(
                         for r in scorer.submit(val_items, stage.spec).result().results
                         if r.status == "ok"
                     ]
-                    pass1 = _mean([float(bool(r.success)) for r in val_results])
+                    successes, score_sum, judged_count = world.sum(
+                        [
+                            float(sum(bool(r.success) for r in val_results)),
+                            sum(float(r.score or 0) for r in val_results),
+                            float(len(val_results)),
+                        ]
+                    )
+                    pass1 = successes / judged_count if judged_count else None
                     metrics["val_pass1"] = pass1
-                    metrics["val_score"] = _mean([float(r.score or 0) for r in val_results])
+                    metrics["val_score"] = score_sum / judged_count if judged_count else None
                     if plateau is not None and pass1 is not None and plateau.observe(pass1):
                         plateau_fired = True
                         log.info("step %d: validation pass@1 has plateaued; reset next step", step)
@@ -549,7 +587,9 @@ def train(
                     metrics[f"reward/{domain}"] = _mean(values)
                 for name, amount in penalties.items():
                     metrics[f"penalty/{name}"] = amount / max(1, len(judged))
-                metrics_log.write(metrics)
+                metrics = combine_ranks(world.gather(metrics))
+                if metrics_log is not None:
+                    metrics_log.write(metrics)
                 log.info(
                     "step %d [%s] reward %s score %s kl %.4f groups %d accepted, %d rejected "
                     "in %d rounds",
@@ -569,14 +609,46 @@ def train(
                     schedule.begins_at(done) or done in args.reset_steps or plateau_fired
                 )
                 periodic = args.checkpoint_every and done % args.checkpoint_every == 0
-                if next_resets or periodic or done == end_step or stop_requested[0]:
+                (stopping,) = world.sum([float(stop_requested[0])])  # any rank asked
+                if next_resets or periodic or done == end_step or stopping:
                     last_checkpoint = save(done)
-                if stop_requested[0]:
+                if stopping:
                     break
     finally:
         scorer.close()
-        metrics_log.close()
+        if metrics_log is not None:
+            metrics_log.close()
     return last_checkpoint
+
+
+_RANK_SEED = 1000
+"""Rank r samples prompts and tokens from seed + 1000 r (rank 0, or a single process: seed)."""
+
+
+def _checksum(model: torch.nn.Module) -> float:
+    """A sum over the weights: equal on every rank while data parallelism holds."""
+    with torch.no_grad():
+        return float(sum(p.double().sum() for p in model.parameters()))
+
+
+def _rank_state(sampler: PromptSampler, cuda: bool) -> dict[str, Any]:
+    """This rank's random generators, for a checkpoint."""
+    state: dict[str, Any] = {
+        "sampler": sampler.state(),
+        "torch_rng": torch.get_rng_state(),
+        "python_rng": random.getstate(),
+    }
+    if cuda:
+        state["cuda_rng"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rank_state(state: dict[str, Any], sampler: PromptSampler) -> None:
+    sampler.set_state(state["sampler"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+    if "cuda_rng" in state:
+        torch.cuda.set_rng_state(state["cuda_rng"])
 
 
 def _padded(rows: list[torch.Tensor | None], like: torch.Tensor) -> torch.Tensor:

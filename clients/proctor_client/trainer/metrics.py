@@ -13,12 +13,34 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
-__all__ = ["MetricsLog", "read_metrics"]
+__all__ = ["MetricsLog", "combine_ranks", "read_metrics"]
+
+_SUMMED = ("groups_", "tokens_", "status/", "unjudged")
+"""Counts, added up over ranks; timings take the slowest rank, other numbers the ranks' mean."""
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Every step's object in a metrics file."""
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def combine_ranks(per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """One step's metrics from every rank's (the first rank's alone with one process)."""
+    if len(per_rank) == 1:
+        return per_rank[0]
+    combined: dict[str, Any] = {}
+    for key in sorted({k for metrics in per_rank for k in metrics}):
+        values = [m[key] for m in per_rank if m.get(key) is not None]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if key == "step" or len(numbers) != len(values) or not values:
+            combined[key] = per_rank[0].get(key)
+        elif key.startswith(_SUMMED):
+            combined[key] = sum(numbers)
+        elif key.startswith("time_"):
+            combined[key] = max(numbers)
+        else:
+            combined[key] = sum(numbers) / len(numbers)
+    return combined
 
 
 class MetricsLog:

@@ -277,6 +277,7 @@ def train(
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
     schedule = Schedule(args.stages)
+    torch.manual_seed(args.seed)  # the same weights on every rank, even those made at random
     policy, tokenizer = _load_model(args, device)
     torch.manual_seed(args.seed + _RANK_SEED * world.rank)  # ranks sample differently
     # dropout off: the ratio must compare deterministic policies
@@ -421,10 +422,10 @@ def train(
                     future = scorer.submit(items, stage.spec)
                     if not args.overlap_scoring:
                         future.result()
-                    old, _ = response_logprobs(
+                    old = response_logprobs(
                         policy, samples, stage.temperature, args.micro_batch_size, pad_id
                     )
-                    ref, _ = response_logprobs(
+                    ref = response_logprobs(
                         reference, samples, stage.temperature, args.micro_batch_size, pad_id
                     )
                     scored = future.result()

@@ -21,7 +21,7 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 
 from proctor_client import ScoreItem, ScoreResult
 from proctor_client.trainer.data import Prompt
-from proctor_client.trainer.objective import token_entropy, token_logprobs
+from proctor_client.trainer.objective import token_logprobs
 
 __all__ = ["Batch", "Sample", "collate", "generate_groups", "response_logprobs", "score_items"]
 
@@ -104,19 +104,15 @@ def response_logprobs(
     temperature: float,
     micro_batch_size: int,
     pad_id: int,
-) -> tuple[list[Tensor], float]:
-    """Each sample's per-token log-probabilities under `model` (on CPU), and the summed entropy
-    of those positions' distributions."""
+) -> list[Tensor]:
+    """Each sample's per-token log-probabilities under `model`, on CPU."""
     device = next(model.parameters()).device
     out: list[Tensor] = []
-    entropy = 0.0
     for chunk in _chunks(samples, micro_batch_size):
         batch = collate(chunk, pad_id, device)
-        logits = forward_logits(model, batch)
-        logp = token_logprobs(logits, batch.response_ids, temperature).cpu()
-        entropy += float((token_entropy(logits, temperature) * batch.response_mask).sum())
+        logp = token_logprobs(forward_logits(model, batch), batch.response_ids, temperature).cpu()
         out.extend(logp[i, : len(s.response_ids)] for i, s in enumerate(chunk))
-    return out, entropy
+    return out
 
 
 def _prompt_ids(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, chat: bool) -> list[int]:

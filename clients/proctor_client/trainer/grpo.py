@@ -54,6 +54,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from proctor_client import ProctorError, ScoreResult
 from proctor_client.trainer import tiny
 from proctor_client.trainer.checkpoint import (
     checkpoint_path,
@@ -325,13 +326,14 @@ def train(
         if plateau is not None:
             plateau.load_state_dict(state["plateau"])
         plateau_fired = state["plateau_fired"]
-        tokens_generated_total = state["tokens_generated_total"]
+        tokens_generated_total = state["ranks"][world.rank]["tokens_generated_total"]
         start_step = state["completed_steps"]
         log.info("resuming from %s (%d steps done)", checkpoint, start_step)
 
     def save(completed: int) -> Path:
         # every rank's random generators, for a resume with the same number of ranks
-        ranks = world.gather(_rank_state(sampler, device.startswith("cuda")))
+        mine = _rank_state(sampler, device.startswith("cuda"))
+        ranks = world.gather({**mine, "tokens_generated_total": tokens_generated_total})
         checksums = world.gather(_checksum(policy))
         if len(set(checksums)) > 1:
             raise RuntimeError(f"the ranks' weights have diverged (checksums {checksums})")
@@ -348,7 +350,6 @@ def train(
                 "ranks": ranks,
                 "plateau": plateau.state_dict() if plateau is not None else None,
                 "plateau_fired": plateau_fired,
-                "tokens_generated_total": tokens_generated_total,
             },
         )
 
@@ -447,9 +448,7 @@ def train(
                         judged.extend(ok)
                         counts.unjudged_responses += len(members) - len(ok)
                         tokens = sum(len(s.response_ids) for s in members)
-                        informative = is_informative(
-                            [float(s.result.score or 0.0) for s in ok if s.result]
-                        )
+                        informative = is_informative([_score(s.result) for s in ok if s.result])
                         if informative and len(accepted) < groups_per_rank:
                             accepted.append(ok)  # infra_error and invalid rows are masked out
                             counts.add(True, tokens)
@@ -462,7 +461,7 @@ def train(
 
                 # ---- advantages: group-relative, on the shaped reward -----------------------
                 for group_samples in accepted:
-                    rewards = [float(s.result.reward or 0.0) for s in group_samples if s.result]
+                    rewards = [_reward(s.result) for s in group_samples if s.result]
                     for s, a in zip(
                         group_samples, group_advantages(rewards, args.advantage_std), strict=True
                     ):
@@ -534,7 +533,7 @@ def train(
                     successes, score_sum, judged_count = world.sum(
                         [
                             float(sum(bool(r.success) for r in val_results)),
-                            sum(float(r.score or 0) for r in val_results),
+                            sum(_score(r) for r in val_results),
                             float(len(val_results)),
                         ]
                     )
@@ -549,8 +548,8 @@ def train(
                 ok_results = [s.result for s in judged if s.result is not None]  # all of them
                 trained_tokens = max(1.0, sums["tokens"])
                 metrics.update(
-                    reward_mean=_mean([float(r.reward or 0) for r in ok_results]),
-                    score_mean=_mean([float(r.score or 0) for r in ok_results]),
+                    reward_mean=_mean([_reward(r) for r in ok_results]),
+                    score_mean=_mean([_score(r) for r in ok_results]),
                     parse_rate=_mean([float(bool(r.parsed)) for r in ok_results]),
                     response_length=_mean([float(len(s.response_ids)) for s in judged]),
                     stop_rate=_mean([float(s.finish_reason == "stop") for s in judged]),
@@ -581,7 +580,7 @@ def train(
                 by_domain: dict[str, list[float]] = defaultdict(list)
                 penalties: dict[str, float] = defaultdict(float)
                 for s, r in zip(judged, ok_results, strict=True):
-                    by_domain[s.prompt.domain].append(float(r.reward or 0))
+                    by_domain[s.prompt.domain].append(_reward(r))
                     for name, amount in r.penalties.items():
                         penalties[name] += amount
                 for domain, values in by_domain.items():
@@ -650,6 +649,20 @@ def _set_rank_state(state: dict[str, Any], sampler: PromptSampler) -> None:
     random.setstate(state["python_rng"])
     if "cuda_rng" in state:
         torch.cuda.set_rng_state(state["cuda_rng"])
+
+
+def _score(result: ScoreResult) -> float:
+    """An `ok` result's raw task score (the contract says it has one)."""
+    if result.score is None:
+        raise ProctorError(f"result {result.id} is ok but has no score")
+    return result.score
+
+
+def _reward(result: ScoreResult) -> float:
+    """An `ok` result's shaped reward (the contract says it has one)."""
+    if result.reward is None:
+        raise ProctorError(f"result {result.id} is ok but has no reward")
+    return result.reward
 
 
 def _padded(rows: list[torch.Tensor | None], like: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,6 @@ def test_the_built_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> Non
             "pip",
             "wheel",
             "--no-deps",
-            "--no-build-isolation",
             "-q",
             "-w",
             str(tmp_path),

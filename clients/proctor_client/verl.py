@@ -1,6 +1,6 @@
 """Proctor as a verl 0.9 custom reward function, for its reward loop.
 
-    reward.custom_reward_function.path=<site-packages>/proctor_client/verl.py
+    reward.custom_reward_function.path=pkg://proctor_client.verl
     reward.custom_reward_function.name=compute_score
     +reward.custom_reward_function.reward_kwargs.url=http://proctor:8000
 

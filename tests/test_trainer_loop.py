@@ -232,3 +232,23 @@ def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_the_run_resumes(
     assert (out / "checkpoints" / f"step-{done:06d}.pt").exists()
     train(_tiny(), proctor.url, out, stop_after=done + 2)
     assert _curve(out) == _curve(learned)[: done + 2]
+
+
+@pytest.mark.parametrize("reference,optimizer", [(True, False), (False, True)])
+def test_reference_and_optimizer_resets_switch_separately(
+    proctor: Server, tmp_path: Path, reference: bool, optimizer: bool
+) -> None:
+    # The review's section 13.3 ablation: a listed reset at step 2, one update per step.
+    args = _tiny(
+        prompts_per_minibatch=16,
+        reset_steps=[2],
+        reset_reference=reference,
+        reset_optimizer=optimizer,
+    )
+    train(args, proctor.url, tmp_path, stop_after=3)
+    metrics = read_metrics(tmp_path / "metrics.jsonl")
+    assert [m["reset"] for m in metrics] == ["", "", "listed"]
+    assert (metrics[2]["kl"] == 0.0) is reference  # measured against an exact copy, or not
+    state = load_checkpoint(tmp_path / "checkpoints" / "step-000003.pt")["optimizer"]["state"]
+    steps = {int(s["step"]) for s in state.values()}
+    assert steps == ({1} if optimizer else {3})  # AdamW counted afresh from the reset, or not

@@ -33,7 +33,13 @@ def _run(script: str) -> None:
 
 @pytest.mark.parametrize(
     "script",
-    ["math_throughput.py", "ifeval_throughput.py", "puzzle_throughput.py", "client_overhead.py"],
+    [
+        "math_throughput.py",
+        "ifeval_throughput.py",
+        "puzzle_throughput.py",
+        "client_overhead.py",
+        "trainer_step.py",
+    ],
 )
 def test_short_benchmark_agrees_with_its_baseline(script: str) -> None:
     _run(script)

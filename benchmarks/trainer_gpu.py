@@ -1,0 +1,119 @@
+"""The reference GRPO trainer on one GPU: 20 steps of the 8-stage schedule's first stage with a
+randomly initialised model of a real architecture (Qwen2, about 0.1B parameters).
+
+Not run in CI (it needs a CUDA device). The model is built in code and saved to a temporary
+directory with the tiny word-level tokenizer (no hub downloads), and trained on the digit task,
+since the schedule's prompt files are not part of this repository; everything else is stage 1 of
+`clients/configs/prorl-8-stage.yaml` (256 prompts per step in minibatches of 64, G = 16,
+temperature 1.2, 8,192-token budget, bf16). Prints the mean seconds per step in generation,
+scoring, scoring-with-passes and update, and generated tokens per second of generation.
+
+    python benchmarks/trainer_gpu.py                  # starts `proctor serve` here
+    python benchmarks/trainer_gpu.py --url http://proctor:8000 --steps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from _served import proctor_server
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from proctor_client.trainer.grpo import load_args, train
+from proctor_client.trainer.metrics import read_metrics
+from proctor_client.trainer.tiny import tiny_tokenizer
+
+ROOT = Path(__file__).parent.parent
+PRORL = ROOT / "clients" / "configs" / "prorl-8-stage.yaml"
+
+
+def build_model(directory: Path) -> int:
+    """Save a random ~0.1B Qwen2 and the tiny tokenizer to `directory`; its parameter count."""
+    tokenizer = tiny_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=768,
+        intermediate_size=3072,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        num_key_value_heads=12,
+        max_position_embeddings=20480,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return sum(p.numel() for p in model.parameters())
+
+
+@contextlib.contextmanager
+def proctor(url: str | None) -> Iterator[str]:
+    if url is not None:
+        yield url
+        return
+    with proctor_server() as started:
+        yield started
+
+
+def mean(metrics: list[dict[str, Any]], key: str) -> float:
+    return sum(float(m[key]) for m in metrics) / len(metrics)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=None, help="a running Proctor (default: start one)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", default="cuda")
+    options = parser.parse_args()
+    if options.device.startswith("cuda") and not torch.cuda.is_available():
+        print("trainer_gpu: no CUDA device; this benchmark is for a GPU machine", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    first = load_args(PRORL).stages[0]
+    with tempfile.TemporaryDirectory() as work:
+        model_dir = Path(work) / "model"
+        parameters = build_model(model_dir)
+        stage = first.model_copy(update={"steps": options.steps, "mixture": {"digits": 1.0}})
+        args = load_args(
+            PRORL,
+            model=str(model_dir),
+            device=options.device,
+            data={"digits": {"kind": "digits", "size": 1000}},
+            validation_mixture=None,
+            validation_every=0,
+            plateau_patience=None,
+            checkpoint_every=0,
+            tensorboard=False,
+            stages=[stage.model_dump()],
+        )
+        with proctor(options.url) as url:
+            train(args, url, Path(work) / "out")
+        metrics = read_metrics(Path(work) / "out" / "metrics.jsonl")
+    generated = sum(
+        int(m["tokens_accepted"]) + int(m["tokens_rejected"]) + int(m["tokens_surplus"])
+        for m in metrics
+    )
+    generation_s = sum(float(m["time_generation"]) for m in metrics)
+    print(f"model: Qwen2, {parameters / 1e6:.1f}M parameters, random weights, {options.device}")
+    shape = f"G={first.group_size}, T={first.temperature}"
+    print(f"steps: {len(metrics)} of stage {first.name} ({shape})")
+    for key in ("time_generation", "time_scoring", "time_scoring_and_passes", "time_update"):
+        print(f"{key:24s} {mean(metrics, key):8.2f} s per step")
+    print(f"generated tokens: {generated} ({generated / generation_s:.0f} tokens/s of generation)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

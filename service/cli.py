@@ -16,6 +16,7 @@ from tqdm import tqdm
 from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
 
 from reward_specs import BUILTIN_SPEC_DIR, Spec, load_specs
+from service.auth import ExposureError, check_exposure
 from service.dispatch.worker import load_registry
 from service.fastjson import dump_json
 from service.main import build_state, create_app
@@ -60,7 +61,14 @@ def widen_body_buffer(limit: int = BODY_BUFFER_BYTES) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    settings = _settings(args, host=args.host, port=args.port)
+    settings = _settings(
+        args, host=args.host, port=args.port, insecure_no_auth=args.insecure_no_auth or None
+    )
+    try:
+        check_exposure(settings)
+    except ExposureError as exc:
+        print(f"proctor serve: {exc}", file=sys.stderr)
+        return 2
     app = create_app(settings)
     widen_body_buffer()
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
@@ -184,6 +192,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--spec-dir", type=Path, action="append", help="extra spec directory")
     serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve on a non-loopback address with no API key (logged as a warning)",
+    )
     serve.set_defaults(func=_serve)
 
     score = sub.add_parser(

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import BUILTIN_SPEC_DIR, SpecError, load_specs
+from service.auth import ApiKeyAuth
 from service.dispatch.local import LocalDispatcher
 from service.dispatch.worker import load_registry
 from service.jobs import JobStore
@@ -160,6 +161,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="1",
         summary="Verifier and reward service for RL on reasoning language models.",
         lifespan=lifespan,
+        dependencies=[Depends(ApiKeyAuth(settings))],
     )
     app.state.proctor = state
     app.add_exception_handler(StarletteHTTPException, _unreadable_body_is_422)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from sandboxes.settings import SandboxSettings
 
@@ -31,6 +31,33 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     """Interface `proctor serve` binds to."""
     port: int = Field(8000, ge=1, le=65535)
+
+    api_keys: Annotated[tuple[str, ...], NoDecode] = Field((), repr=False)
+    """Keys a client may send as `Authorization: Bearer KEY` (`PROCTOR_API_KEYS=k1,k2`). With
+    none here or in `api_keys_file`, every route is open (service/auth.py)."""
+    api_keys_file: Path | None = None
+    """A file of further keys, one per line (blank lines and `#` comments ignored), read at
+    start-up, so that keys stay out of the environment."""
+    metrics_require_key: bool = True
+    """Whether `/metrics` needs a key when keys are configured (scrapers can send one);
+    `/healthz` and `/readyz` never do."""
+    insecure_no_auth: bool = False
+    """Let `proctor serve` listen on a non-loopback address with no key configured; logged as a
+    warning at start-up."""
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(k.strip() for k in value.split(",") if k.strip())
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_are_long(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(len(k) < 16 for k in value):
+            raise ValueError("each API key must be at least 16 characters")
+        return value
 
     default_spec: str = "prorl-v1"
     """Spec used when a request names none."""

@@ -1,0 +1,26 @@
+"""Proctor's client SDK: score RL responses on a Proctor server, with the same reward semantics
+an evaluator gets. Depends on httpx and pydantic only, so it installs on a trainer's GPU node.
+
+Trainer integrations live in submodules imported on their own: `proctor_client.trl`,
+`proctor_client.verl`.
+"""
+
+from proctor_client._async_client import AsyncJobs, AsyncProctorClient
+from proctor_client._errors import ProctorError
+from proctor_client._models import ErrorInfo, JobStatus, ScoreItem, ScoreResult, SpecSummary
+from proctor_client._retry import Backoff
+from proctor_client._sync_client import Jobs, ProctorClient
+
+__all__ = [
+    "AsyncJobs",
+    "AsyncProctorClient",
+    "Backoff",
+    "ErrorInfo",
+    "JobStatus",
+    "Jobs",
+    "ProctorClient",
+    "ProctorError",
+    "ScoreItem",
+    "ScoreResult",
+    "SpecSummary",
+]

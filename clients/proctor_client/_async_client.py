@@ -1,0 +1,252 @@
+"""`AsyncProctorClient`: the SDK's one implementation of sending, retrying, chunking and
+reassembling. `ProctorClient` runs it on a private event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import ValidationError
+
+from proctor_client import _defaults
+from proctor_client._batch import ItemLike, as_items, chunk_items, failed, request_body
+from proctor_client._errors import ProctorError
+from proctor_client._models import JobStatus, ScoreItem, ScoreResponse, ScoreResult
+from proctor_client._retry import RETRIED_ERRORS, Backoff, retry_after_s
+
+__all__ = ["AsyncJobs", "AsyncProctorClient"]
+
+_M = TypeVar("_M", ScoreResponse, JobStatus)
+
+
+class _Unanswered(Exception):
+    """A request that got no usable answer (retries exhausted, a timeout, a 5xx): its items
+    become `infra_error` results with this code, or a job call raises ProctorError."""
+
+    def __init__(self, code: str, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status_code = status_code
+
+
+def _detail(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:2000]
+    return body.get("detail", body) if isinstance(body, dict) else body
+
+
+class AsyncProctorClient:
+    """A client of one Proctor server.
+
+    `score()` splits a call into chunks of `chunk_size` items, sends up to `max_concurrency` of
+    them at once and returns one result per item, in order. Connection errors, 429, 502, 503 and
+    504 are retried up to `max_retries` times with backoff (honouring `Retry-After`); any other
+    4xx raises `ProctorError`. Items whose chunk got no answer come back `infra_error`, never as
+    an exception that loses the others.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = _defaults.TIMEOUT_S,
+        chunk_size: int = _defaults.CHUNK_SIZE,
+        max_concurrency: int = _defaults.MAX_CONCURRENCY,
+        max_retries: int = _defaults.MAX_RETRIES,
+        transport: httpx.AsyncBaseTransport | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if chunk_size < 1 or max_concurrency < 1 or max_retries < 0 or timeout_s <= 0:
+            raise ValueError(
+                "chunk_size and max_concurrency must be at least 1, max_retries at least 0, "
+                "timeout_s positive"
+            )
+        headers = {"content-type": "application/json", "user-agent": "proctor-client"}
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        self.chunk_size = chunk_size
+        self.max_concurrency = max_concurrency
+        self.max_retries = max_retries
+        self.backoff = backoff or Backoff()
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout_s,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_concurrency + 2),
+        )
+        self.jobs = AsyncJobs(self)
+
+    async def __aenter__(self) -> AsyncProctorClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def score(
+        self,
+        items: Sequence[ItemLike],
+        spec: str | None = None,
+        deadline_s: float | None = None,
+    ) -> list[ScoreResult]:
+        """One result per item, in order. Past `deadline_s` seconds, the items of chunks not yet
+        answered are `infra_error` with code `client_deadline`; answered ones are kept."""
+        validated = as_items(items)
+        results: list[ScoreResult | None] = [None] * len(validated)
+        gate = asyncio.Semaphore(self.max_concurrency)
+
+        async def run(start: int, chunk: list[ScoreItem]) -> tuple[int, list[ScoreResult]]:
+            async with gate:
+                return start, await self._score_chunk(chunk, spec)
+
+        tasks = {
+            asyncio.create_task(run(c.start, c.items))
+            for c in chunk_items(validated, self.chunk_size)
+        }
+        loop = asyncio.get_running_loop()
+        ends_at = None if deadline_s is None else loop.time() + deadline_s
+        pending = tasks
+        try:
+            while pending:
+                wait_s = None if ends_at is None else max(0.0, ends_at - loop.time())
+                done, pending = await asyncio.wait(
+                    pending, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    break  # the deadline
+                for task in done:
+                    start, chunk_results = task.result()
+                    results[start : start + len(chunk_results)] = chunk_results
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        message = f"no answer within the call's deadline of {deadline_s} s"
+        return [
+            r if r is not None else failed([validated[i]], "client_deadline", message)[0]
+            for i, r in enumerate(results)
+        ]
+
+    async def _score_chunk(self, chunk: list[ScoreItem], spec: str | None) -> list[ScoreResult]:
+        try:
+            response = await self._send("POST", "/v1/score", request_body(chunk, spec))
+        except _Unanswered as exc:
+            return failed(chunk, exc.code, exc.message)
+        parsed = _parse(ScoreResponse, response)
+        if len(parsed.results) != len(chunk):
+            raise ProctorError(
+                f"the server answered {len(parsed.results)} results for {len(chunk)} items"
+            )
+        return parsed.results
+
+    async def _send(self, method: str, path: str, body: bytes | None = None) -> httpx.Response:
+        """The first answer that is neither an error worth retrying nor a 4xx; a 4xx raises
+        ProctorError, and a request that never got a usable answer raises _Unanswered."""
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            try:
+                response = await self._http.request(method, path, content=body)
+            except RETRIED_ERRORS as exc:
+                cause = f"{type(exc).__name__}: {exc}"
+                status: int | None = None
+            except httpx.TimeoutException as exc:
+                raise _Unanswered(
+                    "client_timeout", f"no answer within timeout_s ({type(exc).__name__})"
+                ) from exc
+            else:
+                status = response.status_code
+                if status < 400:
+                    return response
+                if status not in _defaults.RETRIED_STATUSES:
+                    if status < 500:
+                        raise ProctorError(
+                            f"{method} {path} was refused with {status}: {_detail(response)}",
+                            status_code=status,
+                            detail=_detail(response),
+                        )
+                    raise _Unanswered(
+                        "server_error", f"{status}: {response.text[:500]}", status_code=status
+                    )
+                cause = f"{status}: {response.text[:500]}"
+                retry_after = retry_after_s(response)
+            if attempt >= self.max_retries:
+                raise _Unanswered(
+                    "client_retries_exhausted",
+                    f"no answer after {attempt + 1} attempts; last: {cause}",
+                    status_code=status,
+                )
+            await asyncio.sleep(self.backoff.delay_s(attempt, retry_after))
+            attempt += 1
+
+
+def _parse(model: type[_M], response: httpx.Response) -> _M:
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        raise ProctorError(
+            f"the server's reply is not a {model.__name__}: {exc}",
+            status_code=response.status_code,
+        ) from exc
+
+
+class AsyncJobs:
+    """The asynchronous endpoints: a job holds a whole evaluation on the server, which the
+    caller polls; fit for batches that outlive one HTTP request."""
+
+    def __init__(self, client: AsyncProctorClient) -> None:
+        self._client = client
+
+    async def submit(self, items: Sequence[ItemLike], spec: str | None = None) -> str:
+        """Start a job for all `items` (one request); its id."""
+        body = request_body(as_items(items), spec)
+        try:
+            response = await self._client._send("POST", "/v1/jobs", body)
+        except _Unanswered as exc:
+            raise ProctorError(exc.message, status_code=exc.status_code) from exc
+        job_id = response.json().get("job_id")
+        if not isinstance(job_id, str):
+            raise ProctorError(f"the server's reply has no job id: {response.text[:500]}")
+        return job_id
+
+    async def get(self, job_id: str) -> JobStatus:
+        """The job's state and progress (and, once done, its results)."""
+        try:
+            response = await self._client._send("GET", f"/v1/jobs/{job_id}")
+        except _Unanswered as exc:
+            raise ProctorError(exc.message, status_code=exc.status_code) from exc
+        return _parse(JobStatus, response)
+
+    async def wait(
+        self, job_id: str, poll_s: float = 1.0, timeout_s: float | None = None
+    ) -> list[ScoreResult]:
+        """The job's results once done. A failed job raises ProctorError; a job not done within
+        `timeout_s` raises TimeoutError (the job goes on: wait again)."""
+        loop = asyncio.get_running_loop()
+        ends_at = None if timeout_s is None else loop.time() + timeout_s
+        while True:
+            job = await self.get(job_id)
+            if job.status == "done" and job.result is not None:
+                return job.result.results
+            if job.status == "failed":
+                reason = job.error.message if job.error else "no reason given"
+                raise ProctorError(f"job {job_id} failed: {reason}", detail=job.error)
+            if ends_at is not None and loop.time() + poll_s > ends_at:
+                progress = f"{job.completed}/{job.total}"
+                raise TimeoutError(f"job {job_id} is {job.status} ({progress}) after {timeout_s} s")
+            await asyncio.sleep(poll_s)

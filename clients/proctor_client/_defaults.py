@@ -1,0 +1,30 @@
+"""Every default of the SDK, in one place (the constructor arguments point here)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BACKOFF_BASE_S",
+    "BACKOFF_MAX_S",
+    "CHUNK_SIZE",
+    "MAX_CONCURRENCY",
+    "MAX_RETRIES",
+    "RETRIED_STATUSES",
+    "TIMEOUT_S",
+]
+
+TIMEOUT_S = 600.0
+"""Seconds one HTTP request may take (a large code chunk can take minutes on a busy server)."""
+CHUNK_SIZE = 1024
+"""Items per `POST /v1/score`: small enough that chunks overlap on the server, large enough
+that per-request costs stay small."""
+MAX_CONCURRENCY = 4
+"""Chunks in flight at once."""
+MAX_RETRIES = 5
+"""Retries of one request after a connection error, 429, 502, 503 or 504."""
+BACKOFF_BASE_S = 0.5
+"""First backoff ceiling; it doubles per retry, and each wait is drawn uniformly below it."""
+BACKOFF_MAX_S = 30.0
+"""Largest backoff ceiling when the server gives no `Retry-After`."""
+RETRIED_STATUSES = frozenset({429, 502, 503, 504})
+"""Statuses that say "not now" (overload, a proxy without a healthy upstream); any other 4xx is
+the request's own fault and is raised, never retried."""

@@ -1,0 +1,68 @@
+"""Typed items and results, mirroring the wire contract (shared/API.md)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ErrorInfo", "JobStatus", "ScoreItem", "ScoreResponse", "ScoreResult", "SpecSummary"]
+
+
+class ScoreItem(BaseModel):
+    """One response to judge. Unknown fields are refused here, before anything is sent, so that a
+    misspelt `refrence` fails at once instead of coming back `invalid`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str | None = None
+    domain: str
+    response: str
+    reference: dict[str, Any] | None = None
+    finish_reason: Literal["stop", "length"] | None = None
+    response_tokens: int | None = Field(None, ge=0)
+    max_response_tokens: int | None = Field(None, gt=0)
+    meta: dict[str, Any] | None = None
+    """Echoed back untouched on the result (by servers that know `meta`; sent only when set)."""
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+
+
+class ScoreResult(BaseModel):
+    """One item's outcome. Only `ok` carries numbers; `infra_error` means the item was not judged
+    (the service or the client gave up), never that the answer was wrong."""
+
+    id: str | None = None
+    status: Literal["ok", "infra_error", "invalid"]
+    reward: float | None = None
+    score: float | None = None
+    success: bool | None = None
+    parsed: bool | None = None
+    penalties: dict[str, float] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    error: ErrorInfo | None = None
+    elapsed_ms: float = 0.0
+    meta: dict[str, Any] | None = None
+
+
+class SpecSummary(BaseModel):
+    name: str
+    version: str
+    hash: str
+
+
+class ScoreResponse(BaseModel):
+    spec: SpecSummary
+    results: list[ScoreResult]
+
+
+class JobStatus(BaseModel):
+    job_id: str
+    status: Literal["queued", "running", "done", "failed"]
+    total: int
+    completed: int
+    result: ScoreResponse | None = None
+    error: ErrorInfo | None = None

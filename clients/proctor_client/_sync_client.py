@@ -1,0 +1,146 @@
+"""`ProctorClient`: the blocking face of `AsyncProctorClient`, run on a private event loop in a
+background thread, so that it works the same from plain scripts and from code that already runs
+an event loop (a notebook, a trainer's async reward loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from proctor_client import _defaults
+from proctor_client._async_client import AsyncJobs, AsyncProctorClient
+from proctor_client._batch import ItemLike
+from proctor_client._models import JobStatus, ScoreResult
+
+__all__ = ["Jobs", "ProctorClient"]
+
+_T = TypeVar("_T")
+
+
+class _ThreadedTransport(httpx.AsyncBaseTransport):
+    """A blocking transport (e.g. `httpx.WSGITransport`) used from the async core: each request
+    runs in a worker thread and its body is read there."""
+
+    def __init__(self, transport: httpx.BaseTransport) -> None:
+        self._transport = transport
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        def send() -> httpx.Response:
+            request.read()
+            response = self._transport.handle_request(request)
+            try:
+                content = response.read()
+            finally:
+                response.close()
+            return httpx.Response(response.status_code, headers=response.headers, content=content)
+
+        return await asyncio.to_thread(send)
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self._transport.close)
+
+
+class _LoopThread:
+    """An event loop running forever in a daemon thread; `run` blocks on one coroutine there."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="proctor-client", daemon=True
+        )
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # e.g. KeyboardInterrupt in the caller: stop the work too
+            raise
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+class ProctorClient:
+    """A blocking client of one Proctor server; see `AsyncProctorClient` for what each argument
+    and method does. `transport` may be blocking (`httpx.BaseTransport`) or async."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = _defaults.TIMEOUT_S,
+        chunk_size: int = _defaults.CHUNK_SIZE,
+        max_concurrency: int = _defaults.MAX_CONCURRENCY,
+        max_retries: int = _defaults.MAX_RETRIES,
+        transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
+            transport = _ThreadedTransport(transport)
+        self._loop = _LoopThread()
+
+        async def build() -> AsyncProctorClient:
+            return AsyncProctorClient(
+                base_url,
+                api_key=api_key,
+                timeout_s=timeout_s,
+                chunk_size=chunk_size,
+                max_concurrency=max_concurrency,
+                max_retries=max_retries,
+                transport=transport,
+            )
+
+        self._client = self._loop.run(build())
+        self.jobs = Jobs(self._loop, self._client.jobs)
+
+    def score(
+        self,
+        items: Sequence[ItemLike],
+        spec: str | None = None,
+        deadline_s: float | None = None,
+    ) -> list[ScoreResult]:
+        """One result per item, in order (`AsyncProctorClient.score`)."""
+        return self._loop.run(self._client.score(items, spec=spec, deadline_s=deadline_s))
+
+    def close(self) -> None:
+        self._loop.run(self._client.aclose())
+        self._loop.stop()
+
+    def __enter__(self) -> ProctorClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Jobs:
+    """`AsyncJobs`, blocking."""
+
+    def __init__(self, loop: _LoopThread, jobs: AsyncJobs) -> None:
+        self._loop = loop
+        self._jobs = jobs
+
+    def submit(self, items: Sequence[ItemLike], spec: str | None = None) -> str:
+        return self._loop.run(self._jobs.submit(items, spec=spec))
+
+    def get(self, job_id: str) -> JobStatus:
+        return self._loop.run(self._jobs.get(job_id))
+
+    def wait(
+        self, job_id: str, poll_s: float = 1.0, timeout_s: float | None = None
+    ) -> list[ScoreResult]:
+        return self._loop.run(self._jobs.wait(job_id, poll_s=poll_s, timeout_s=timeout_s))

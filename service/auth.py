@@ -1,0 +1,100 @@
+"""API-key authentication: every route needs `Authorization: Bearer KEY` once keys are configured,
+except the probes (`/healthz`, `/readyz`) and, by a setting, `/metrics`.
+
+Keys come from `Settings.api_keys` and `Settings.api_keys_file`; only their SHA-256 digests are
+kept, and a presented key is looked up by digest, so the comparison leaks nothing about a key.
+`check_exposure` is what `proctor serve` runs before it binds: a service reachable from other
+machines without a key is refused unless the operator says `--insecure-no-auth`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+
+from fastapi import HTTPException, Request
+
+from service.settings import Settings
+
+__all__ = ["ApiKeyAuth", "ExposureError", "check_exposure", "load_keys"]
+
+log = logging.getLogger(__name__)
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+"""Routes that never need a key: orchestrators' probes carry none."""
+
+
+class ExposureError(ValueError):
+    """`proctor serve` would listen beyond loopback with no key."""
+
+
+def load_keys(settings: Settings) -> tuple[str, ...]:
+    """The keys of `settings.api_keys` and of `settings.api_keys_file`."""
+    keys = list(settings.api_keys)
+    if settings.api_keys_file is not None:
+        try:
+            text = settings.api_keys_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read api_keys_file {settings.api_keys_file}: {exc}") from exc
+        for number, line in enumerate(text.splitlines(), 1):
+            key = line.split("#", 1)[0].strip()
+            if key and len(key) < 16:
+                raise ValueError(
+                    f"{settings.api_keys_file}:{number}: an API key must be at least 16 characters"
+                )
+            if key:
+                keys.append(key)
+    return tuple(keys)
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def check_exposure(settings: Settings) -> None:
+    """Refuse a non-loopback `host` with no key, unless `insecure_no_auth`."""
+    if _is_loopback(settings.host) or load_keys(settings) or settings.insecure_no_auth:
+        return
+    raise ExposureError(
+        f"refusing to serve on {settings.host} with no API key: anyone who can reach it could "
+        "use it. Set PROCTOR_API_KEYS (or api_keys_file), bind 127.0.0.1, or pass "
+        "--insecure-no-auth if something in front of it authenticates."
+    )
+
+
+class ApiKeyAuth:
+    """The app-wide dependency; open when no key is configured."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._digests = frozenset(_digest(k) for k in load_keys(settings))
+        self._open = OPEN_PATHS if settings.metrics_require_key else OPEN_PATHS | {"/metrics"}
+        if not self._digests:
+            level = logging.WARNING if settings.insecure_no_auth else logging.INFO
+            log.log(level, "no API key configured: every route of this service is open")
+
+    async def __call__(self, request: Request) -> None:
+        if not self._digests or request.url.path in self._open:
+            return
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise HTTPException(
+                status_code=401,
+                detail="this service needs an API key: send 'Authorization: Bearer KEY'",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if _digest(key.strip()) not in self._digests:
+            raise HTTPException(
+                status_code=401,
+                detail="unknown API key",
+                headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+            )

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+
 from proctor_client.evaluation.bootstrap import (
     Design,
     percentile_interval,

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from proctor_client.evaluation.cli import main
 from proctor_client.evaluation.estimators import chance_pass_at_k, pass_at_k
 from proctor_client.evaluation.scoring import DEFAULT_SPEC
-
 from service.settings import Settings
 from tests.eval_synthetic import math_row, rows_with_counts, two_models, write_jsonl
 
@@ -364,3 +364,15 @@ def test_success_threshold_for_continuous_scores(
     assert report["study"]["success"] == "score >= 0.5"
     assert report["models"]["default"]["strict_success"] == 1.0
     assert report["models"]["default"]["mean_score"] == pytest.approx(0.5)
+
+
+def test_the_plain_sdk_imports_neither_numpy_nor_the_server() -> None:
+    probe = (
+        "import sys, proctor_client; "
+        "print(sorted(m for m in ('numpy', 'matplotlib', 'service', 'reward_specs') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+
 from proctor_client.evaluation.estimators import (
     chance_pass_at_k,
     mean_variance_bound,

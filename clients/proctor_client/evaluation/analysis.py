@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
+
 from proctor_client.evaluation.bootstrap import (
     Design,
     Interval,

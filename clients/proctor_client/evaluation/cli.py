@@ -16,6 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tqdm import tqdm
+
+from proctor_client import ProctorError
 from proctor_client.evaluation import review
 from proctor_client.evaluation.analysis import Options, Study, analyse, build_table
 from proctor_client.evaluation.plots import draw_all
@@ -30,7 +33,6 @@ from proctor_client.evaluation.store import (
     split_reuse,
     write_scored,
 )
-from tqdm import tqdm
 
 __all__ = ["main"]
 
@@ -207,8 +209,12 @@ def run(args: argparse.Namespace) -> int:
         print("proctor-eval: no rows to evaluate", file=sys.stderr)
         return 2
     options = _options(args)
+    try:
+        scorer = _scorer(args)
+    except (ValueError, ProctorError) as exc:
+        print(f"proctor-eval: {exc}", file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    scorer = _scorer(args)
     try:
         scored = _score([row for _, row in numbered], scorer, args.out, args.no_progress)
         study: Study = analyse(build_table(scored, options.threshold), options)

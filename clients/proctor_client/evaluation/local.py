@@ -22,7 +22,6 @@ from typing import Any
 
 from proctor_client.evaluation.rows import Generation
 from proctor_client.evaluation.scoring import DEFAULT_SPEC, Progress, Result, SpecSummary
-
 from reward_specs import (
     BUILTIN_SPEC_DIR,
     Item,

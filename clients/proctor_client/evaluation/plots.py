@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+
 from proctor_client.evaluation.analysis import Curve, ModelSummary, Paired, Study
 
 __all__ = ["draw_all", "slug"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from proctor_client.evaluation.rows import RowKey
 from proctor_client.evaluation.scoring import SpecSummary
 from proctor_client.evaluation.store import ScoredRow

@@ -32,7 +32,8 @@ def _run(script: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "script", ["math_throughput.py", "ifeval_throughput.py", "puzzle_throughput.py"]
+    "script",
+    ["math_throughput.py", "ifeval_throughput.py", "puzzle_throughput.py", "eval_throughput.py"],
 )
 def test_short_benchmark_agrees_with_its_baseline(script: str) -> None:
     _run(script)

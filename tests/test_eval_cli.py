@@ -376,3 +376,20 @@ def test_the_plain_sdk_imports_neither_numpy_nor_the_server() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_models_with_different_sample_counts_are_compared_at_their_common_k(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = rows_with_counts({"wide": {"m-1": 1, "m-2": 0}}, samples=8)
+    rows += rows_with_counts({"narrow": {"m-1": 0, "m-2": 2}}, samples=4)
+    code, err = _run(capsys, write_jsonl(tmp_path / "g.jsonl", rows), "--out", tmp_path / "o")
+    assert code == 0, err
+    report = _report(tmp_path / "o")
+    assert list(report["models"]["wide"]["pass_at_k"]) == ["1", "2", "4", "8"]
+    assert list(report["models"]["narrow"]["pass_at_k"]) == ["1", "2", "4"]
+    pair = report["paired"]["wide|narrow"]
+    assert list(pair["pass_at_k"]) == ["1", "2", "4"]
+    assert pair["pass_at_k"]["4"]["a"] == pytest.approx(float(pass_at_k(8, 1, 4)) / 2)
+    assert [q["prompt_id"] for q in pair["only_a"]] == ["m-1"]
+    assert [q["prompt_id"] for q in pair["only_b"]] == ["m-2"]

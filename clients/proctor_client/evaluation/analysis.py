@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,6 +41,7 @@ __all__ = [
     "analyse",
     "build_table",
     "default_ks",
+    "succeeded",
 ]
 
 Floats = NDArray[np.float64]
@@ -95,6 +97,14 @@ def _seed_label(seed: int | str | None) -> str:
     return "" if seed is None else str(seed)
 
 
+def succeeded(result: Mapping[str, Any], threshold: float | None) -> bool:
+    """Whether a judged (`ok`) result counts as a success: the scorer's own `success`, or
+    `score >= threshold` when one is declared."""
+    if threshold is None:
+        return bool(result["success"])
+    return float(result["score"]) >= threshold
+
+
 def build_table(
     scored: Sequence[ScoredRow], threshold: float | None = None, verdict: Verdict | None = None
 ) -> Table:
@@ -129,7 +139,7 @@ def build_table(
         columns[1].append(prompts[row.prompt_id])
         columns[2].append(seeds.setdefault(_seed_label(row.seed), len(seeds)))
         value = float(result["score"])
-        won = bool(result["success"]) if threshold is None else value >= threshold
+        won = succeeded(result, threshold)
         success.append(verdict(row.key, won) if verdict is not None else won)
         parsed.append(bool(result["parsed"]))
         score.append(value)
@@ -193,9 +203,9 @@ class ModelSummary:
     """Prompts judged in some of the model's seeds only, left out of its statistics."""
     success_rates: Floats
     """Per prompt (in `prompts` order), c / n pooled over seeds."""
-    counts: tuple[Ints, Ints] = field(repr=False, default=(np.zeros(0, np.int64),) * 2)
+    counts: tuple[Ints, Ints] = field(repr=False)
     """(n, c) per seed and prompt, for paired comparisons."""
-    estimates: Floats = field(repr=False, default_factory=lambda: np.zeros((0, 0, 0)))
+    estimates: Floats = field(repr=False)
     """Per seed, prompt and k, the estimated pass@k."""
 
 
@@ -344,18 +354,15 @@ def _summarise(
 def _paired(
     table: Table, a: ModelSummary, b: ModelSummary, options: Options, rng: np.random.Generator
 ) -> Paired:
-    if a.curve.ks != b.curve.ks:
-        raise ValueError(
-            f"{a.name} and {b.name} have different k ({a.curve.ks} vs {b.curve.ks}); "
-            "pass --k to compare them"
-        )
-    ks = a.curve.ks
+    ks = [k for k in a.curve.ks if k in b.curve.ks]  # differ when default k met different n
+    ka = [a.curve.ks.index(k) for k in ks]
+    kb = [b.curve.ks.index(k) for k in ks]
     in_a = {p: i for i, p in enumerate(a.prompts)}
     in_b = {p: i for i, p in enumerate(b.prompts)}
     common = [p for p in a.prompts if p in in_b]
     ia = np.asarray([in_a[p] for p in common], dtype=np.int64)
     ib = np.asarray([in_b[p] for p in common], dtype=np.int64)
-    ea, eb = a.estimates[:, ia, :], b.estimates[:, ib, :]
+    ea, eb = a.estimates[:, ia][:, :, ka], b.estimates[:, ib][:, :, kb]
     position = {p: i for i, p in enumerate(table.prompts)}
     families = [table.family_of[position[p]] for p in common]
     design = _design(families, options)

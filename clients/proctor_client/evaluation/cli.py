@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from proctor_client import ProctorError
 from proctor_client.evaluation import review
-from proctor_client.evaluation.analysis import Options, Study, analyse, build_table
+from proctor_client.evaluation.analysis import Options, Study, analyse, build_table, succeeded
 from proctor_client.evaluation.plots import draw_all
 from proctor_client.evaluation.report import Verified, build_json, write_json, write_markdown
 from proctor_client.evaluation.rows import Generation, StudyError, check_consistency
@@ -155,16 +155,7 @@ def _export_review(
         return
     if args.review_seed is None:
         raise SystemExit("proctor-eval: --review-size needs --review-seed (declare it up front)")
-    judged = [e.result["status"] == "ok" for e in scored]
-    won = [
-        ok
-        and (
-            bool(e.result["success"])
-            if options.threshold is None
-            else float(e.result["score"]) >= options.threshold
-        )
-        for ok, e in zip(judged, scored, strict=True)
-    ]
+    won = [e.result["status"] == "ok" and succeeded(e.result, options.threshold) for e in scored]
     successes: dict[str, int] = {}
     for entry, w in zip(scored, won, strict=True):
         successes[entry.row.model] = successes.get(entry.row.model, 0) + int(w)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor_client.evaluation.analysis import Curve, ModelSummary, Paired, Study
+from proctor_client.evaluation.bootstrap import Interval
 from proctor_client.evaluation.rows import BadRow
 from proctor_client.evaluation.scoring import SpecSummary
 
@@ -150,7 +151,7 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
-def _cell(interval: Any) -> str:
+def _cell(interval: Interval) -> str:
     return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 

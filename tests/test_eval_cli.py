@@ -258,6 +258,8 @@ def test_review_sample_is_registered_once_and_labels_bracket_verified_pass_at_k(
     report = _report(out)
     expanded = report["review"]["expanded"]
     assert (expanded["labelled"], expanded["judged_correct"]) == (10, 0)
+    assert expanded["fraction_correct"]["estimate"] == 0.0
+    assert expanded["fraction_correct"]["ci"][1] == pytest.approx(0.2775, abs=1e-4)
     verified = expanded["pass_at_k_verified"]["1"]
     assert verified["low"] == 0.0  # no success survives when only judged-correct ones count
     assert verified["high"] == pytest.approx(

@@ -16,6 +16,7 @@ from proctor_client.evaluation.estimators import (
     mixed_group_probability,
     pass_at_k,
     population_pass_at_k,
+    wilson_interval,
     zero_success_upper_bound,
 )
 
@@ -117,3 +118,13 @@ def test_chance_curve_of_multiple_choice() -> None:
     curve = chance_pass_at_k(4, np.array([1, 2, 8]))
     assert curve == pytest.approx([0.25, 1 - 0.75**2, 1 - 0.75**8])
     assert chance_pass_at_k(np.array([0, 2]), 1) == pytest.approx([0.0, 0.5])
+
+
+def test_wilson_interval_of_the_review_fraction() -> None:
+    z2 = 1.959963984540054**2
+    assert wilson_interval(0, 10) == pytest.approx((0.0, z2 / (10 + z2)))  # closed form at 0/n
+    assert wilson_interval(10, 10) == pytest.approx((10 / (10 + z2), 1.0))
+    low, high = wilson_interval(3, 5)
+    assert low == pytest.approx(0.2307, abs=1e-4) and high == pytest.approx(0.8824, abs=1e-4)
+    with pytest.raises(ValueError, match="trials"):
+        wilson_interval(3, 2)

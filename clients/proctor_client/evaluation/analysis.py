@@ -184,6 +184,7 @@ class ModelSummary:
     prompts: list[str]
     """The prompts this model's statistics cover (judged in every one of its seeds)."""
     seeds: list[str]
+    """The training seeds its rows name (empty when they name none)."""
     samples: int
     parse_rate: float
     correct_given_parsed: float | None
@@ -324,7 +325,7 @@ def _summarise(
     return ModelSummary(
         name=name,
         prompts=[table.prompts[p] for p in prompt_ids],
-        seeds=[table.seeds[s] for s in seed_ids],
+        seeds=[table.seeds[s] for s in seed_ids if table.seeds[s] != ""],
         samples=int(kept.sum()),
         parse_rate=float(parsed.mean()),
         correct_given_parsed=float(success[parsed].mean()) if parsed.any() else None,

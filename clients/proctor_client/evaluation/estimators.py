@@ -7,6 +7,8 @@ among m options, and the population formulas the review's worked examples use (e
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -16,6 +18,7 @@ __all__ = [
     "mixed_group_probability",
     "pass_at_k",
     "population_pass_at_k",
+    "wilson_interval",
     "zero_success_upper_bound",
 ]
 
@@ -95,3 +98,16 @@ def mean_variance_bound(mean: ArrayLike, variance: ArrayLike, k: ArrayLike) -> F
         raise ValueError("the mean-variance bound holds for k >= 2 only")
     mu = np.asarray(mean, dtype=np.float64)
     return 1.0 - ((1.0 - mu) ** 2 + np.asarray(variance, dtype=np.float64)) ** (k_ / 2.0)
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval for a binomial proportion: sensible at 0/n and n/n and for small n,
+    where the normal approximation is not (for the fraction of reviewed successes judged correct).
+    """
+    if trials < 1 or not 0 <= successes <= trials:
+        raise ValueError("the Wilson interval needs 0 <= successes <= trials and trials >= 1")
+    z = float(NormalDist().inv_cdf(0.5 + confidence / 2.0))
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z / (1 + z * z / trials) * float(np.sqrt(p * (1 - p) / trials + z * z / (4 * trials**2)))
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -16,6 +16,7 @@ from typing import Any
 
 from proctor_client.evaluation.analysis import Curve, ModelSummary, Paired, Study
 from proctor_client.evaluation.bootstrap import Interval
+from proctor_client.evaluation.estimators import wilson_interval
 from proctor_client.evaluation.rows import BadRow
 from proctor_client.evaluation.scoring import SpecSummary
 
@@ -134,6 +135,7 @@ def build_json(
                 "sampled": verified.sampled.get(name, 0),
                 "labelled": read,
                 "judged_correct": correct,
+                "fraction_correct": _fraction(correct, read, o.confidence),
                 "pass_at_k_verified": {
                     str(k): {
                         "low": low.curve.intervals[i].estimate if low else None,
@@ -145,6 +147,13 @@ def build_json(
         report["review"] = review
     report["spec"]["parameters"] = spec.parameters
     return report
+
+
+def _fraction(correct: int, read: int, confidence: float) -> dict[str, Any] | None:
+    if read == 0:
+        return None
+    low, high = wilson_interval(correct, read, confidence)
+    return {"estimate": correct / read, "ci": [low, high]}
 
 
 def _pct(value: float | None) -> str:
@@ -215,7 +224,7 @@ def write_markdown(
     for s in study.models.values():
         excluded = ", ".join(f"{n} {k}" for k, n in study.excluded.get(s.name, {}).items())
         md.append(
-            f"| {s.name} | {len(s.prompts)} | {s.samples} | {len(s.seeds)} | "
+            f"| {s.name} | {len(s.prompts)} | {s.samples} | {len(s.seeds) or '-'} | "
             f"{_pct(s.parse_rate)} | {_pct(s.correct_given_parsed)} | {_pct(s.strict_success)} | "
             f"{s.mean_score:.3f} | {s.mean_reward:.3f} | {excluded or '0'} |"
         )
@@ -319,13 +328,24 @@ def _unsolved_section(study: Study) -> list[str]:
     return md
 
 
+def _judged(correct: int, read: int, study: Study) -> str:
+    fraction = _fraction(correct, read, study.options.confidence)
+    if fraction is None:
+        return "0"
+    low, high = fraction["ci"]
+    return f"{correct} ({fraction['estimate']:.0%} [{low:.0%}, {high:.0%}])"
+
+
 def _review_section(study: Study, verified: Verified) -> list[str]:
     md = [
         "## Reasoning review",
         "",
         "Verified pass@k counts only responses whose reasoning held up. Unless every success was "
         "reviewed it is bracketed: low counts only successes judged correct; high counts all "
-        "successes but those judged incorrect.",
+        "successes but those judged incorrect. The fraction judged correct has a Wilson "
+        f"interval ({study.options.confidence:.0%}); as the draw is uniform over successes, "
+        "pass@1 times that fraction estimates verified pass@1 (exactly so with equal weights and "
+        "equal n; no such shortcut holds for k > 1).",
         "",
         "| model | sampled | labelled | judged correct | k | pass@k | verified low | "
         "verified high |",
@@ -337,8 +357,9 @@ def _review_section(study: Study, verified: Verified) -> list[str]:
         for i, k in enumerate(s.curve.ks):
             lo = f"{low.curve.intervals[i].estimate:.3f}" if low else "0"
             hi = f"{high.curve.intervals[i].estimate:.3f}" if high else "0"
+            judged = _judged(correct, read, study)
             lead = (
-                f"{name} | {verified.sampled.get(name, 0)} | {read} | {correct}"
+                f"{name} | {verified.sampled.get(name, 0)} | {read} | {judged}"
                 if i == 0
                 else " | | |"
             )

@@ -74,6 +74,9 @@ def test_two_models_report_their_known_statistics(study: tuple[Path, Path]) -> N
         for k, value in model["chance"].items():
             assert value == pytest.approx(8 / 28 * float(chance_pass_at_k(4, int(k))))
         assert set(model["families"]) == {"math", "colours"}
+        assert model["families"]["math"]["chance"] is None
+        colours = model["families"]["colours"]["chance"]
+        assert colours["2"] == pytest.approx(float(chance_pass_at_k(4, 2)))
     assert (
         report["models"]["sharpened"]["pass_at_k"]["1"]["estimate"]
         > (report["models"]["expanded"]["pass_at_k"]["1"]["estimate"])

@@ -176,6 +176,9 @@ class Curve:
     intervals: list[Interval]
     capped: list[int]
     """Per k, how many prompts have fewer than k samples (their estimate is pass@n)."""
+    chance: list[float] | None = None
+    """Per k, what guessing among the options of multiple-choice prompts would reach (other
+    prompts count 0); None when no prompt is multiple choice."""
 
 
 @dataclass
@@ -195,7 +198,6 @@ class ModelSummary:
     """Some score lies strictly between 0 and 1: mean score and success rate differ in kind."""
     curve: Curve
     families: dict[str, Curve]
-    chance: list[float] | None
     unsolved: list[tuple[str, int, float]]
     """(prompt, samples, upper bound on its success rate) for prompts never solved."""
     short: list[tuple[str, int]]
@@ -277,6 +279,14 @@ def _curve(
     )
 
 
+def _chance(options: Ints, design: Design, ks: Sequence[int]) -> list[float] | None:
+    if not np.any(options > 0):
+        return None
+    weights = design.point_weights()
+    per_prompt = chance_pass_at_k(options[:, None], np.asarray(ks)[None, :])
+    return [float(v) for v in weights @ per_prompt / weights.sum()]
+
+
 def _estimates(n: Ints, c: Ints, ks: Sequence[int]) -> Floats:
     """(seeds, prompts, K) pass@k with k capped at each (seed, prompt)'s n."""
     k = np.asarray(ks, dtype=np.int64)[None, None, :]
@@ -304,19 +314,18 @@ def _summarise(
     ks = list(options.ks) if options.ks is not None else default_ks(int(n.max()))
     estimates = _estimates(n, c, ks)
     families = [table.family_of[p] for p in prompt_ids]
-    curve = _curve(estimates, _design(families, options), n_min, ks, options, rng)
+    design = _design(families, options)
+    choice_counts = table.options_of[prompt_ids]
+    curve = _curve(estimates, design, n_min, ks, options, rng)
+    curve.chance = _chance(choice_counts, design, ks)
     family_curves: dict[str, Curve] = {}
     for family in sorted(set(families)):
         members = [i for i, f in enumerate(families) if f == family]
+        pooled = Design.pooled(len(members))
         family_curves[family] = _curve(
-            estimates[:, members, :], Design.pooled(len(members)), n_min[members], ks, options, rng
+            estimates[:, members, :], pooled, n_min[members], ks, options, rng
         )
-    chance = None
-    choice_counts = table.options_of[prompt_ids]
-    if np.any(choice_counts > 0):
-        weights = _design(families, options).point_weights()
-        per_prompt = chance_pass_at_k(choice_counts[:, None], np.asarray(ks)[None, :])
-        chance = [float(v) for v in weights @ per_prompt / weights.sum()]
+        family_curves[family].chance = _chance(choice_counts[members], pooled, ks)
     total_n, total_c = n.sum(axis=0), c.sum(axis=0)
     never = np.flatnonzero(total_c == 0)
     bounds = zero_success_upper_bound(total_n[never], options.alpha)
@@ -335,7 +344,6 @@ def _summarise(
         continuous=bool(np.any((score > 0.0) & (score < 1.0))),
         curve=curve,
         families=family_curves,
-        chance=chance,
         unsolved=[
             (table.prompts[prompt_ids[i]], int(total_n[i]), float(b))
             for i, b in zip(never, bounds, strict=True)

@@ -38,6 +38,10 @@ def _curve(ax: Axes, curve: Curve, label: str) -> None:
     )
 
 
+def _chance(ax: Axes, ks: Sequence[int], values: Sequence[float]) -> None:
+    ax.plot(ks, values, "--", color="grey", label="chance (guessing)")
+
+
 def _k_axis(ax: Axes, ks: Sequence[int]) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(ks), [str(k) for k in ks])
@@ -53,8 +57,8 @@ def _pass_at_k(study: Study, path: Path, confidence: float) -> None:
     for summary in study.models.values():
         _curve(ax, summary.curve, f"{summary.name} ({len(summary.prompts)} prompts)")
         ks = sorted(set(ks) | set(summary.curve.ks))
-        if summary.chance is not None and not chance_drawn:
-            ax.plot(summary.curve.ks, summary.chance, "--", color="grey", label="chance (guessing)")
+        if summary.curve.chance is not None and not chance_drawn:
+            _chance(ax, summary.curve.ks, summary.curve.chance)
             chance_drawn = True
     _k_axis(ax, ks)
     ax.set_ylabel("pass@k")
@@ -74,13 +78,19 @@ def _families(study: Study, path: Path) -> bool:
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.4 * rows), squeeze=False)
     for ax, family in zip(axes.flat, families, strict=False):
         ks: list[int] = []
+        chance: Curve | None = None
         for summary in study.models.values():
             if family in summary.families:
                 curve = summary.families[family]
                 _curve(ax, curve, summary.name)
                 ks = sorted(set(ks) | set(curve.ks))
+                if chance is None and curve.chance is not None:
+                    chance = curve
+        if chance is not None and chance.chance is not None:
+            _chance(ax, chance.ks, chance.chance)
         _k_axis(ax, ks)
         ax.set_title(family, fontsize=10)
+        ax.set_ylabel("pass@k")
         ax.legend(loc="lower right", fontsize=7)
     for ax in list(axes.flat)[len(families) :]:
         ax.set_visible(False)

@@ -44,6 +44,12 @@ def _curve_json(curve: Curve) -> dict[str, Any]:
     }
 
 
+def _chance_json(curve: Curve) -> dict[str, float] | None:
+    if curve.chance is None:
+        return None
+    return {str(k): v for k, v in zip(curve.ks, curve.chance, strict=True)}
+
+
 def _model_json(s: ModelSummary, study: Study) -> dict[str, Any]:
     return {
         "prompts": len(s.prompts),
@@ -58,10 +64,11 @@ def _model_json(s: ModelSummary, study: Study) -> dict[str, Any]:
         "mean_reward": s.mean_reward,
         "continuous_scores": s.continuous,
         "pass_at_k": _curve_json(s.curve),
-        "chance": None
-        if s.chance is None
-        else {str(k): v for k, v in zip(s.curve.ks, s.chance, strict=True)},
-        "families": {f: {"pass_at_k": _curve_json(c)} for f, c in sorted(s.families.items())},
+        "chance": _chance_json(s.curve),
+        "families": {
+            f: {"pass_at_k": _curve_json(c), "chance": _chance_json(c)}
+            for f, c in sorted(s.families.items())
+        },
         "unsolved": [{"prompt_id": p, "samples": n, "upper_bound": u} for p, n, u in s.unsolved],
         "short_prompts": [{"prompt_id": p, "samples": n} for p, n in s.short],
         "dropped_prompts": s.dropped,
@@ -228,7 +235,7 @@ def write_markdown(
             f"{_pct(s.parse_rate)} | {_pct(s.correct_given_parsed)} | {_pct(s.strict_success)} | "
             f"{s.mean_score:.3f} | {s.mean_reward:.3f} | {excluded or '0'} |"
         )
-    chance = next((s.chance for s in study.models.values() if s.chance is not None), None)
+    chance = next((s.curve.chance for s in study.models.values() if s.curve.chance), None)
     md += ["", "## pass@k", "", f"![pass@k]({figures['pass_at_k']})", ""]
     md += _curve_table({n: s.curve for n, s in study.models.items()}, chance)
     if chance is not None:
@@ -245,7 +252,8 @@ def write_markdown(
             curves = {
                 n: s.families[family] for n, s in study.models.items() if family in s.families
             }
-            md += [f"### {family}", "", *_curve_table(curves), ""]
+            chance = next((c.chance for c in curves.values() if c.chance), None)
+            md += [f"### {family}", "", *_curve_table(curves, chance), ""]
     md += [
         "## Per-prompt success rates",
         "",

@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
         default="local",
         help="where in-process scoring runs code answers",
     )
+    p.add_argument(
+        "--registry",
+        default="reward_specs.domains:default_registry",
+        help="module:function returning the scorers' Registry (in-process scoring)",
+    )
     p.add_argument("--skip-bad", action="store_true", help="report and skip malformed rows")
     p.add_argument("--k", type=_ks, default=None, help="k values (default 1,2,4,... up to n)")
     p.add_argument("--weights", type=Path, default=None, help='JSON {"family": weight, ...}')
@@ -110,7 +115,11 @@ def _scorer(args: argparse.Namespace) -> RowScorer:
     from sandboxes import SandboxSettings
 
     return LocalScorer(
-        spec, args.spec_dir, args.workers, SandboxSettings(backend=args.sandbox_backend)
+        spec,
+        args.spec_dir,
+        args.workers,
+        SandboxSettings(backend=args.sandbox_backend),
+        args.registry,
     )
 
 

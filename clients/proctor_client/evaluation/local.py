@@ -6,16 +6,24 @@ threads beside a sandbox backend, as in the service. Rows that score identically
 `reward_specs.item_keyer` keys: the same answer to the same reference) are scored once. Results
 have the fields and values `proctor score` writes for the same item and spec.
 
-Unlike the service's pool, a worker that dies takes its unfinished items with it: they are
-`infra_error` (`worker_lost`), kept out of the statistics and scored again on the next run; and
-no hard per-item time limit backs up the verifiers' own timeouts.
+As in the service, a worker that dies is replaced and the items it had in flight are scored again,
+one at a time; an item that kills a worker again is judged 0 as a poison item. Unlike the
+service's pool, no hard per-item time limit backs up the verifiers' own timeouts.
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    as_completed,
+    wait,
+)
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
@@ -31,7 +39,6 @@ from reward_specs import (
     ScoreContext,
     Spec,
     canonical_json,
-    default_registry,
     item_keyer,
     load_specs,
     reference_key,
@@ -39,10 +46,13 @@ from reward_specs import (
 )
 from sandboxes import SandboxBackend, SandboxError, SandboxSettings, open_backend
 
-__all__ = ["LocalScorer", "outcome_result"]
+__all__ = ["DEFAULT_REGISTRY", "LocalScorer", "load_registry", "outcome_result"]
 
 CHUNK = 64
 """Distinct items per task sent to a worker: small enough for a smooth progress bar."""
+IN_FLIGHT = 2
+"""Chunks per worker submitted at a time: a dying worker fails every submitted chunk, so fewer
+in flight means fewer items to score again."""
 
 
 def outcome_result(outcome: Outcome) -> Result:
@@ -64,8 +74,22 @@ def outcome_result(outcome: Outcome) -> Result:
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(spec_dirs: tuple[Path, ...], spec_name: str) -> None:
-    registry = default_registry()
+DEFAULT_REGISTRY = "reward_specs.domains:default_registry"
+"""Where the scorers come from: a `module:function` returning a `Registry` (as the service's
+`registry` setting)."""
+
+
+def load_registry(path: str) -> Registry:
+    module_name, _, attr = path.partition(":")
+    factory: Callable[[], Registry] = getattr(importlib.import_module(module_name), attr)
+    registry = factory()
+    if not isinstance(registry, Registry):
+        raise TypeError(f"{path} returned {type(registry).__name__}, not a Registry")
+    return registry
+
+
+def _start_worker(registry_path: str, spec_dirs: tuple[Path, ...], spec_name: str) -> None:
+    registry = load_registry(registry_path)
     _WORKER["registry"] = registry
     _WORKER["spec"] = load_specs(registry, (BUILTIN_SPEC_DIR, *spec_dirs))[spec_name]
 
@@ -76,8 +100,16 @@ def _score_chunk(items: list[Item]) -> list[Outcome]:
     return [score_item(registry, spec, item, ctx) for item in items]
 
 
-def _lost(message: str) -> Outcome:
-    return Outcome.failure("infra_error", "worker_lost", message)
+def _poison() -> Outcome:
+    """The service's verdict on an item that killed a worker twice (`pool.judged_zero`)."""
+    return Outcome(
+        status="ok",
+        reward=0.0,
+        score=0.0,
+        success=False,
+        parsed=False,
+        details={"reason": "poison", "message": "scoring this item killed a worker twice"},
+    )
 
 
 class LocalScorer:
@@ -89,8 +121,10 @@ class LocalScorer:
         spec_dirs: Sequence[Path] = (),
         workers: int | None = None,
         sandbox: SandboxSettings | None = None,
+        registry: str = DEFAULT_REGISTRY,
     ) -> None:
-        self._registry: Registry = default_registry()
+        self._registry_path = registry
+        self._registry = load_registry(registry)
         self._spec_dirs = tuple(spec_dirs)
         specs = load_specs(self._registry, (BUILTIN_SPEC_DIR, *self._spec_dirs))
         if spec_name not in specs:
@@ -117,7 +151,7 @@ class LocalScorer:
                 self._workers,
                 mp_context=context,
                 initializer=_start_worker,
-                initargs=(self._spec_dirs, self._spec.name),
+                initargs=(self._registry_path, self._spec_dirs, self._spec.name),
             )
         return self._pool
 
@@ -168,36 +202,82 @@ class LocalScorer:
     def _score_items(self, items: Sequence[Item], done: Callable[[int], None]) -> list[Outcome]:
         """Outcomes in order; `done(i)` as item i finishes."""
         outcomes: list[Outcome | None] = [None] * len(items)
+
+        def record(position: int, outcome: Outcome) -> None:
+            outcomes[position] = outcome
+            done(position)
+
         threaded = [i for i, item in enumerate(items) if self._threaded(item.domain)]
         in_pool = sorted(set(range(len(items))) - set(threaded))
-        futures: dict[Future[list[Outcome]], list[int]] = {}
-        if in_pool:
-            pool = self._process_pool()
-            for start in range(0, len(in_pool), CHUNK):
-                chunk = in_pool[start : start + CHUNK]
-                futures[pool.submit(_score_chunk, [items[i] for i in chunk])] = chunk
         threads = None
+        thread_futures: dict[Future[list[Outcome]], int] = {}
         if threaded:
             sandbox = self._sandbox_backend()
             threads = ThreadPoolExecutor(max(4, self._workers), thread_name_prefix="eval-score")
             for i in threaded:
-                futures[threads.submit(self._score_threaded, sandbox, items[i])] = [i]
+                thread_futures[threads.submit(self._score_threaded, sandbox, items[i])] = i
         try:
-            for future in as_completed(futures):
-                positions = futures[future]
-                try:
-                    chunk_outcomes = future.result()
-                except BrokenProcessPool as exc:
-                    message = f"a scoring worker died ({exc}); re-run to score this row again"
-                    chunk_outcomes = [_lost(message)] * len(positions)
-                    self._pool = None  # the next call starts a fresh pool
-                for position, outcome in zip(positions, chunk_outcomes, strict=True):
-                    outcomes[position] = outcome
-                    done(position)
+            chunks = [in_pool[start : start + CHUNK] for start in range(0, len(in_pool), CHUNK)]
+            lost = self._run_chunks(items, chunks, record)
+            for position in lost:  # alone, so that a second death names its culprit
+                record(position, self._run_alone(items[position]))
+            for future in as_completed(thread_futures):
+                record(thread_futures[future], future.result()[0])
         finally:
             if threads is not None:
                 threads.shutdown(wait=True)
-        return [o if o is not None else _lost("no outcome") for o in outcomes]
+        if any(o is None for o in outcomes):
+            raise RuntimeError("an item was left without an outcome")  # a bug of ours: loudly
+        return [o for o in outcomes if o is not None]
+
+    def _run_chunks(
+        self,
+        items: Sequence[Item],
+        chunks: Sequence[list[int]],
+        record: Callable[[int, Outcome], None],
+    ) -> list[int]:
+        """Score `chunks` (lists of positions) with a bounded number in flight; returns the
+        positions whose chunk was lost because a worker died (the pool is then replaced)."""
+        pending = list(reversed(chunks))
+        running: dict[Future[list[Outcome]], list[int]] = {}
+        lost: list[int] = []
+        broken = False
+        while pending or running:
+            if broken and not running:
+                self._replace_pool()
+                broken = False
+            while pending and not broken and len(running) < IN_FLIGHT * self._workers:
+                chunk = pending.pop()
+                future = self._process_pool().submit(_score_chunk, [items[i] for i in chunk])
+                running[future] = chunk
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                chunk = running.pop(future)
+                try:
+                    chunk_outcomes = future.result()
+                except BrokenProcessPool:
+                    lost += chunk
+                    broken = True
+                    continue
+                for position, outcome in zip(chunk, chunk_outcomes, strict=True):
+                    record(position, outcome)
+        if broken:
+            self._replace_pool()
+        return lost
+
+    def _run_alone(self, item: Item) -> Outcome:
+        """Score one item that was in flight when a worker died; if it kills a worker again it is
+        judged 0 as a poison item, as the service does."""
+        try:
+            return self._process_pool().submit(_score_chunk, [item]).result()[0]
+        except BrokenProcessPool:
+            self._replace_pool()
+            return _poison()
+
+    def _replace_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def _threaded(self, domain: str) -> bool:
         """Whether `domain`'s scorer runs in threads beside a sandbox (unknown domains go to the

@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Routes that never need a key: orchestrators' probes carry none."""
+QUERY_KEY_PATHS = frozenset({"/v1/openrlhf"})
+"""Routes whose callers cannot send a header (OpenRLHF posts to a bare URL): the key may come as
+the `api_key` query parameter instead."""
 
 
 class ExposureError(ValueError):
@@ -86,6 +89,8 @@ class ApiKeyAuth:
         if not self._digests or request.url.path in self._open:
             return
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        if request.url.path in QUERY_KEY_PATHS and "api_key" in request.query_params:
+            scheme, key = "bearer", request.query_params["api_key"]
         if scheme.lower() != "bearer" or not key.strip():
             raise HTTPException(
                 status_code=401,

@@ -21,7 +21,7 @@ from service.dispatch.local import LocalDispatcher
 from service.dispatch.worker import load_registry
 from service.jobs import JobStore
 from service.metrics import Metrics
-from service.routes import health, puzzles, score
+from service.routes import health, openrlhf, puzzles, score
 from service.runtime import settle_heap
 from service.schemas import ScoreRequest
 from service.settings import Settings
@@ -169,6 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(score.router)
     app.include_router(health.router)
     app.include_router(puzzles.router)
+    app.include_router(openrlhf.router)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.openapi = _openapi_with_server_facts(app, state)  # type: ignore[method-assign]
     return app

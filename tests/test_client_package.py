@@ -63,7 +63,7 @@ def test_the_built_wheel_requires_httpx_and_pydantic_only(tmp_path: Path) -> Non
 
 def test_importing_the_sdk_and_its_integrations_loads_no_server_code() -> None:
     probe = (
-        "import sys, proctor_client\n"
+        "import sys, proctor_client, proctor_client.trl, proctor_client.verl\n"
         "loaded = {m.split('.')[0] for m in sys.modules}\n"
         "bad = loaded & {'fastapi', 'sympy', 'math_verify', 'service', 'reward_specs', 'trl',"
         " 'torch', 'verl'}\n"

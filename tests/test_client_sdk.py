@@ -23,7 +23,7 @@ from proctor_client import (
     ScoreItem,
     ScoreResult,
 )
-from proctor_client._batch import request_body
+from proctor_client._batch import as_wire_items, request_body
 from tests.fault_proxy import Refusal, fault_proxy
 from tests.helpers import Server
 
@@ -74,7 +74,7 @@ def test_a_grpo_group_sends_its_reference_once(server: Server) -> None:
         for g in range(4)
         for s in range(16)
     ]
-    body = json.loads(request_body(groups, None))
+    body = json.loads(request_body(as_wire_items(groups), None))
     # Groups 0 and 3 have equal gold data: one entry serves both.
     assert body["references"] == [{"answer": "0"}, {"answer": "1"}, {"answer": "2"}]
     assert [i["reference_index"] for i in body["items"]][::16] == [0, 1, 2, 0]

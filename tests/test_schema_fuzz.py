@@ -12,6 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import Case
 from schemathesis.schemas import BaseSchema
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from tests.helpers import Server, running_server
 
@@ -44,7 +45,10 @@ schema = schemathesis.pytest.from_fixture("api_schema")
 def test_no_request_makes_the_service_fail(case: Case) -> None:
     response = case.call(timeout=120)
     assert response.status_code < 500, (case.path, case.body, response.text[:500])
-    case.validate_response(response)
+    # /v1/openrlhf's three lists must be of equal length and its labels usable, which JSON
+    # Schema cannot say: a schema-valid body may be refused there with a documented 422.
+    lenient = [positive_data_acceptance] if case.path == "/v1/openrlhf" else None
+    case.validate_response(response, excluded_checks=lenient)
 
 
 def test_random_json_bodies_never_crash_score(client: httpx.Client) -> None:

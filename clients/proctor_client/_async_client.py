@@ -12,9 +12,9 @@ import httpx
 from pydantic import ValidationError
 
 from proctor_client import _defaults
-from proctor_client._batch import ItemLike, as_items, chunk_items, failed, request_body
+from proctor_client._batch import ItemLike, as_wire_items, chunk_items, failed, request_body
 from proctor_client._errors import ProctorError
-from proctor_client._models import JobStatus, ScoreItem, ScoreResponse, ScoreResult
+from proctor_client._models import JobStatus, ScoreResponse, ScoreResult
 from proctor_client._retry import RETRIED_ERRORS, Backoff, retry_after_s
 
 __all__ = ["AsyncJobs", "AsyncProctorClient"]
@@ -106,11 +106,11 @@ class AsyncProctorClient:
     ) -> list[ScoreResult]:
         """One result per item, in order. Past `deadline_s` seconds, the items of chunks not yet
         answered are `infra_error` with code `client_deadline`; answered ones are kept."""
-        validated = as_items(items)
+        validated = as_wire_items(items)
         results: list[ScoreResult | None] = [None] * len(validated)
         gate = asyncio.Semaphore(self.max_concurrency)
 
-        async def run(start: int, chunk: list[ScoreItem]) -> tuple[int, list[ScoreResult]]:
+        async def run(start: int, chunk: list[dict[str, Any]]) -> tuple[int, list[ScoreResult]]:
             async with gate:
                 return start, await self._score_chunk(chunk, spec)
 
@@ -142,7 +142,9 @@ class AsyncProctorClient:
             for i, r in enumerate(results)
         ]
 
-    async def _score_chunk(self, chunk: list[ScoreItem], spec: str | None) -> list[ScoreResult]:
+    async def _score_chunk(
+        self, chunk: list[dict[str, Any]], spec: str | None
+    ) -> list[ScoreResult]:
         try:
             response = await self._send("POST", "/v1/score", request_body(chunk, spec))
         except _Unanswered as exc:
@@ -214,7 +216,7 @@ class AsyncJobs:
 
     async def submit(self, items: Sequence[ItemLike], spec: str | None = None) -> str:
         """Start a job for all `items` (one request); its id."""
-        body = request_body(as_items(items), spec)
+        body = request_body(as_wire_items(items), spec)
         try:
             response = await self._client._send("POST", "/v1/jobs", body)
         except _Unanswered as exc:

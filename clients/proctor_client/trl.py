@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proctor_client._async_client import AsyncProctorClient
-from proctor_client._models import ScoreItem, ScoreResult
+from proctor_client._models import ScoreResult
 from proctor_client._rows import ReferenceFrom, pick_reference, reward_or_none
 
 __all__ = ["ProctorRewardFunc", "completion_text", "finish_reason", "reward_func"]
@@ -115,7 +115,8 @@ class ProctorRewardFunc:
         completion_ids: Sequence[Sequence[int]] | None,
         columns: Mapping[str, Sequence[Any]],
         step: int | None,
-    ) -> list[ScoreItem]:
+    ) -> list[dict[str, Any]]:
+        """One `/v1/score` item per sample (a plain dict: `ScoreItem`'s fields)."""
         items = []
         for i, completion in enumerate(completions):
             row = {key: values[i] for key, values in columns.items()}
@@ -132,7 +133,7 @@ class ProctorRewardFunc:
                 )
                 fields["response_tokens"] = len(ids)
                 fields["max_response_tokens"] = self.max_completion_length
-            items.append(ScoreItem(**fields))
+            items.append(fields)
         return items
 
     async def __call__(
@@ -155,7 +156,7 @@ class ProctorRewardFunc:
 
 def _log(
     results: Sequence[ScoreResult],
-    items: Sequence[ScoreItem],
+    items: Sequence[dict[str, Any]],
     log_metric: Callable[[str, float], None] | None,
     log_extra: Callable[[str, list[Any]], None] | None,
 ) -> None:
@@ -173,7 +174,7 @@ def _log(
                 log_metric(f"proctor/penalty/{penalty}", sum(penalty in r.penalties for r in ok))
     if log_extra is not None:
         log_extra("proctor_status", [r.status for r in results])
-        log_extra("proctor_finish_reason", [i.finish_reason for i in items])
+        log_extra("proctor_finish_reason", [i.get("finish_reason") for i in items])
         log_extra(
             "proctor_details",
             [json.dumps(r.error.model_dump() if r.error else r.details) for r in results],

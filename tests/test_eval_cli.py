@@ -398,3 +398,13 @@ def test_models_with_different_sample_counts_are_compared_at_their_common_k(
     assert pair["pass_at_k"]["4"]["a"] == pytest.approx(float(pass_at_k(8, 1, 4)) / 2)
     assert [q["prompt_id"] for q in pair["only_a"]] == ["m-1"]
     assert [q["prompt_id"] for q in pair["only_b"]] == ["m-2"]
+
+
+def test_a_study_with_no_judged_row_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [{"prompt_id": "a", "sample": 0, "domain": "nope", "reference": {}, "response": "x"}]
+    code, err = _run(capsys, write_jsonl(tmp_path / "g.jsonl", rows), "--out", tmp_path / "o")
+    assert code == 1 and "no row was judged ({'default': {'invalid': 1}})" in err
+    stored = json.loads((tmp_path / "o" / "scored.jsonl").read_text())
+    assert stored["result"]["error"]["code"] == "unknown_domain"

@@ -225,6 +225,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     finally:
         scorer.close()
+    if not study.models:
+        counts = {m: dict(c) for m, c in study.excluded.items()}
+        print(
+            f"proctor-eval: no row was judged ({counts}); see the errors in {SCORED_FILE}",
+            file=sys.stderr,
+        )
+        return 1
     figures = draw_all(study, args.out)
     write_json(args.out / "report.json", build_json(study, scorer.spec, skipped, verified))
     write_markdown(args.out / "report.md", study, scorer.spec, figures, skipped, verified)

@@ -398,6 +398,10 @@ def test_models_with_different_sample_counts_are_compared_at_their_common_k(
     assert pair["pass_at_k"]["4"]["a"] == pytest.approx(float(pass_at_k(8, 1, 4)) / 2)
     assert [q["prompt_id"] for q in pair["only_a"]] == ["m-1"]
     assert [q["prompt_id"] for q in pair["only_b"]] == ["m-2"]
+    rows += rows_with_counts({"elsewhere": {"m-9": 1}}, samples=4)
+    code, err = _run(capsys, write_jsonl(tmp_path / "h.jsonl", rows), "--out", tmp_path / "p")
+    assert code == 0 and "wide and elsewhere share no judged prompt" in err
+    assert list(_report(tmp_path / "p")["paired"]) == ["wide|narrow"]
 
 
 def test_a_study_with_no_judged_row_says_so(

@@ -444,8 +444,10 @@ def analyse(table: Table, options: Options) -> Study:
                 f"{name}: {len(summary.short)} prompt(s) have fewer than {largest} samples; "
                 "their pass@k at larger k is their pass@n (listed in the report)"
             )
-    paired = {
-        f"{a}|{b}": _paired(table, summaries[a], summaries[b], options, rng)
-        for a, b in _pairs(list(summaries), options)
-    }
+    paired: dict[str, Paired] = {}
+    for a, b in _pairs(list(summaries), options):
+        if set(summaries[a].prompts).isdisjoint(summaries[b].prompts):
+            warnings.append(f"{a} and {b} share no judged prompt; they are not compared")
+            continue
+        paired[f"{a}|{b}"] = _paired(table, summaries[a], summaries[b], options, rng)
     return Study(summaries, paired, options, table.excluded, table.decoding, warnings)

@@ -15,10 +15,10 @@ import pytest
 from proctor_client.evaluation.cli import main
 from proctor_client.evaluation.estimators import chance_pass_at_k, pass_at_k
 from proctor_client.evaluation.scoring import DEFAULT_SPEC
+from service import cli as proctor_cli
 from service.settings import Settings
 from tests.eval_synthetic import math_row, rows_with_counts, two_models, write_jsonl
 
-ROOT = Path(__file__).parent.parent
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -332,12 +332,10 @@ def test_results_equal_proctor_score_for_the_same_items(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: str
 ) -> None:
     items = write_jsonl(tmp_path / "items.jsonl", MIXED_ITEMS)
-    done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "score", str(items), "--spec", spec, "--omit-timing",
-         "--no-progress", "--workers", "2"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=True,
-    )  # fmt: skip
-    expected = [json.loads(line) for line in done.stdout.splitlines()]
+    scored_by_proctor = tmp_path / "proctor-score.jsonl"
+    argv = [str(items), "-o", str(scored_by_proctor), "--spec", spec, "--omit-timing"]
+    assert proctor_cli.main(["score", *argv, "--no-progress", "--workers", "2"]) == 0
+    expected = [json.loads(line) for line in scored_by_proctor.read_text().splitlines()]
     rows = [dict(item, prompt_id=f"p{i}", sample=0) for i, item in enumerate(MIXED_ITEMS)]
     code, err = _run(
         capsys, write_jsonl(tmp_path / "g.jsonl", rows), "--out", tmp_path / "o", "--spec", spec

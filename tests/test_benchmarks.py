@@ -39,6 +39,7 @@ def _run(script: str) -> None:
         "puzzle_throughput.py",
         "client_overhead.py",
         "trainer_step.py",
+        "eval_throughput.py",
     ],
 )
 def test_short_benchmark_agrees_with_its_baseline(script: str) -> None:

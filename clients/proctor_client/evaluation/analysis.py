@@ -1,0 +1,453 @@
+"""From scored rows to a study's statistics: per model, per task family, and per pair of models.
+
+Rows whose result is not `ok` were not judged (an unusable reference, a failure of ours): they are
+counted per model and kept out of every statistic, never read as failures. Success is the scorer's
+`success` (its full-success event), or `score >= threshold` when a threshold is declared.
+Per prompt and seed the judged rows give n and c; the estimator then runs over every prompt at
+once, with k capped at n where a prompt has fewer samples (the capped prompts are listed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from proctor_client.evaluation.bootstrap import (
+    Design,
+    Interval,
+    percentile_interval,
+    resample_seeds,
+    seeded_estimates,
+)
+from proctor_client.evaluation.estimators import (
+    chance_pass_at_k,
+    pass_at_k,
+    zero_success_upper_bound,
+)
+from proctor_client.evaluation.rows import RowKey
+from proctor_client.evaluation.store import ScoredRow
+
+__all__ = [
+    "Curve",
+    "ModelSummary",
+    "Options",
+    "Paired",
+    "Study",
+    "Table",
+    "analyse",
+    "build_table",
+    "default_ks",
+    "succeeded",
+]
+
+Floats = NDArray[np.float64]
+Ints = NDArray[np.int64]
+Bools = NDArray[np.bool_]
+
+Verdict = Callable[[RowKey, bool], bool]
+"""Re-decides a row's success from its key and its scored success (the review's labels)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    ks: Sequence[int] | None = None
+    """The k of the curves; None: 1, 2, 4, ... up to each model's largest n (and n itself)."""
+    weights: Mapping[str, float] | None = None
+    """Declared task-family weights; None: every prompt counts the same."""
+    two_level: bool = False
+    resamples: int = 2000
+    confidence: float = 0.95
+    alpha: float = 0.05
+    """One-sided level of the zero-success upper bound."""
+    threshold: float | None = None
+    pairs: Sequence[tuple[str, str]] | None = None
+    """Model pairs to compare; None: every pair, in order of first appearance."""
+    rng_seed: int = 0
+
+
+@dataclass
+class Table:
+    """The judged rows of a study as arrays, with the prompts' facts."""
+
+    models: list[str]
+    prompts: list[str]
+    seeds: list[str]
+    model: Ints
+    prompt: Ints
+    seed: Ints
+    success: Bools
+    parsed: Bools
+    score: Floats
+    reward: Floats
+    family_of: list[str]
+    """Per prompt, its task family."""
+    options_of: Ints
+    """Per prompt, its number of multiple-choice options (0: not multiple choice)."""
+    excluded: dict[str, dict[str, int]]
+    """Per model, rows not judged, by status."""
+    decoding: dict[str, list[dict[str, object]]]
+    """Per model, the distinct decoding settings its rows record."""
+
+
+def _seed_label(seed: int | str | None) -> str:
+    return "" if seed is None else str(seed)
+
+
+def succeeded(result: Mapping[str, Any], threshold: float | None) -> bool:
+    """Whether a judged (`ok`) result counts as a success: the scorer's own `success`, or
+    `score >= threshold` when one is declared."""
+    if threshold is None:
+        return bool(result["success"])
+    return float(result["score"]) >= threshold
+
+
+def build_table(
+    scored: Sequence[ScoredRow], threshold: float | None = None, verdict: Verdict | None = None
+) -> Table:
+    models: dict[str, int] = {}
+    prompts: dict[str, int] = {}
+    seeds: dict[str, int] = {}
+    family_of: list[str] = []
+    options_of: list[int] = []
+    excluded: dict[str, dict[str, int]] = {}
+    decoding: dict[str, list[dict[str, object]]] = {}
+    columns: tuple[list[int], list[int], list[int]] = ([], [], [])
+    success: list[bool] = []
+    parsed: list[bool] = []
+    score: list[float] = []
+    reward: list[float] = []
+    for entry in scored:
+        row, result = entry.row, entry.result
+        model = models.setdefault(row.model, len(models))
+        excluded.setdefault(row.model, {})
+        if row.decoding is not None and row.decoding not in decoding.setdefault(row.model, []):
+            decoding[row.model].append(row.decoding)
+        if result["status"] != "ok":
+            counts = excluded[row.model]
+            counts[result["status"]] = counts.get(result["status"], 0) + 1
+            continue
+        if row.prompt_id not in prompts:
+            prompts[row.prompt_id] = len(prompts)
+            family_of.append(row.family)
+            choices = row.reference.get("choices") if row.domain == "stem" else None
+            options_of.append(len(choices) if isinstance(choices, list) else 0)
+        columns[0].append(model)
+        columns[1].append(prompts[row.prompt_id])
+        columns[2].append(seeds.setdefault(_seed_label(row.seed), len(seeds)))
+        value = float(result["score"])
+        won = succeeded(result, threshold)
+        success.append(verdict(row.key, won) if verdict is not None else won)
+        parsed.append(bool(result["parsed"]))
+        score.append(value)
+        reward.append(float(result["reward"]))
+    return Table(
+        models=list(models),
+        prompts=list(prompts),
+        seeds=list(seeds),
+        model=np.asarray(columns[0], dtype=np.int64),
+        prompt=np.asarray(columns[1], dtype=np.int64),
+        seed=np.asarray(columns[2], dtype=np.int64),
+        success=np.asarray(success, dtype=np.bool_),
+        parsed=np.asarray(parsed, dtype=np.bool_),
+        score=np.asarray(score, dtype=np.float64),
+        reward=np.asarray(reward, dtype=np.float64),
+        family_of=family_of,
+        options_of=np.asarray(options_of, dtype=np.int64),
+        excluded=excluded,
+        decoding=decoding,
+    )
+
+
+def default_ks(largest_n: int) -> list[int]:
+    """1, 2, 4, ... up to `largest_n`, and `largest_n` itself."""
+    ks = [1 << i for i in range(max(largest_n, 1).bit_length()) if 1 << i <= largest_n]
+    if ks[-1] != largest_n:
+        ks.append(largest_n)
+    return ks
+
+
+@dataclass
+class Curve:
+    ks: list[int]
+    intervals: list[Interval]
+    capped: list[int]
+    """Per k, how many prompts have fewer than k samples (their estimate is pass@n)."""
+    chance: list[float] | None = None
+    """Per k, what guessing among the options of multiple-choice prompts would reach (other
+    prompts count 0); None when no prompt is multiple choice."""
+
+
+@dataclass
+class ModelSummary:
+    name: str
+    prompts: list[str]
+    """The prompts this model's statistics cover (judged in every one of its seeds)."""
+    seeds: list[str]
+    """The training seeds its rows name (empty when they name none)."""
+    samples: int
+    parse_rate: float
+    correct_given_parsed: float | None
+    strict_success: float
+    mean_score: float
+    mean_reward: float
+    continuous: bool
+    """Some score lies strictly between 0 and 1: mean score and success rate differ in kind."""
+    curve: Curve
+    families: dict[str, Curve]
+    unsolved: list[tuple[str, int, float]]
+    """(prompt, samples, upper bound on its success rate) for prompts never solved."""
+    short: list[tuple[str, int]]
+    """(prompt, smallest n over seeds) for prompts with fewer samples than the largest k."""
+    dropped: list[str]
+    """Prompts judged in some of the model's seeds only, left out of its statistics."""
+    success_rates: Floats
+    """Per prompt (in `prompts` order), c / n pooled over seeds."""
+    counts: tuple[Ints, Ints] = field(repr=False)
+    """(n, c) per seed and prompt, for paired comparisons."""
+    estimates: Floats = field(repr=False)
+    """Per seed, prompt and k, the estimated pass@k."""
+
+
+@dataclass
+class Paired:
+    a: str
+    b: str
+    prompts: int
+    ks: list[int]
+    a_curve: list[float]
+    b_curve: list[float]
+    difference: list[Interval]
+    """pass@k of a minus pass@k of b, with paired bootstrap intervals."""
+    solved: dict[str, list[float]]
+    """Per k, expected numbers of prompts a k-sample draw solves with `only_a`, `only_b`,
+    `both`, `neither`."""
+    only_a: list[tuple[str, int, float]]
+    """Prompts a solved at least once and b never: (prompt, b's samples, b's upper bound)."""
+    only_b: list[tuple[str, int, float]]
+
+
+@dataclass
+class Study:
+    models: dict[str, ModelSummary]
+    paired: dict[str, Paired]
+    options: Options
+    excluded: dict[str, dict[str, int]]
+    decoding: dict[str, list[dict[str, object]]]
+    warnings: list[str]
+
+
+def _design(
+    families: Sequence[str], options: Options, restrict: Sequence[int] | None = None
+) -> Design:
+    chosen = list(range(len(families))) if restrict is None else list(restrict)
+    names = [families[i] for i in chosen]
+    if options.weights is None and not options.two_level:
+        return Design.pooled(len(names))
+    order = sorted(set(names))
+    strata = np.asarray([order.index(n) for n in names], dtype=np.int64)
+    if options.weights is None:
+        weights = np.bincount(strata).astype(np.float64)  # pooled: a family weighs its prompts
+    else:
+        missing = [f for f in order if f not in options.weights]
+        if missing:
+            raise ValueError(f"no declared weight for task famil(ies) {', '.join(missing)}")
+        weights = np.asarray([float(options.weights[f]) for f in order])
+    return Design(strata, weights, two_level=options.two_level)
+
+
+def _curve(
+    estimates: Floats,
+    design: Design,
+    n_min: Ints,
+    ks: Sequence[int],
+    options: Options,
+    rng: np.random.Generator,
+) -> Curve:
+    seeds = estimates.shape[0]
+    point = seeded_estimates(estimates, design.point_weights()[None, :], np.ones((1, seeds)))[0]
+    prompt_w = design.resample(options.resamples, rng)
+    seed_w = resample_seeds(seeds, options.resamples, rng)
+    resampled = seeded_estimates(estimates, prompt_w, seed_w)
+    return Curve(
+        ks=list(ks),
+        intervals=percentile_interval(point, resampled, options.confidence),
+        capped=[int(np.sum(n_min < k)) for k in ks],
+    )
+
+
+def _chance(options: Ints, design: Design, ks: Sequence[int]) -> list[float] | None:
+    if not np.any(options > 0):
+        return None
+    weights = design.point_weights()
+    per_prompt = chance_pass_at_k(options[:, None], np.asarray(ks)[None, :])
+    return [float(v) for v in weights @ per_prompt / weights.sum()]
+
+
+def _estimates(n: Ints, c: Ints, ks: Sequence[int]) -> Floats:
+    """(seeds, prompts, K) pass@k with k capped at each (seed, prompt)'s n."""
+    k = np.asarray(ks, dtype=np.int64)[None, None, :]
+    return pass_at_k(n[..., None], c[..., None], np.minimum(k, n[..., None]))
+
+
+def _summarise(
+    table: Table, index: int, options: Options, rng: np.random.Generator
+) -> ModelSummary:
+    name = table.models[index]
+    rows = table.model == index
+    seed_ids = np.unique(table.seed[rows])
+    prompt_ids = np.unique(table.prompt[rows])
+    s_pos = np.searchsorted(seed_ids, table.seed[rows])
+    p_pos = np.searchsorted(prompt_ids, table.prompt[rows])
+    shape = (len(seed_ids), len(prompt_ids))
+    n = np.zeros(shape, dtype=np.int64)
+    c = np.zeros(shape, dtype=np.int64)
+    np.add.at(n, (s_pos, p_pos), 1)
+    np.add.at(c, (s_pos, p_pos), table.success[rows].astype(np.int64))
+    complete = np.all(n > 0, axis=0)
+    dropped = [table.prompts[p] for p in prompt_ids[~complete]]
+    prompt_ids, n, c = prompt_ids[complete], n[:, complete], c[:, complete]
+    n_min = n.min(axis=0)
+    ks = list(options.ks) if options.ks is not None else default_ks(int(n.max()))
+    estimates = _estimates(n, c, ks)
+    families = [table.family_of[p] for p in prompt_ids]
+    design = _design(families, options)
+    choice_counts = table.options_of[prompt_ids]
+    curve = _curve(estimates, design, n_min, ks, options, rng)
+    curve.chance = _chance(choice_counts, design, ks)
+    family_curves: dict[str, Curve] = {}
+    for family in sorted(set(families)):
+        members = [i for i, f in enumerate(families) if f == family]
+        pooled = Design.pooled(len(members))
+        family_curves[family] = _curve(
+            estimates[:, members, :], pooled, n_min[members], ks, options, rng
+        )
+        family_curves[family].chance = _chance(choice_counts[members], pooled, ks)
+    total_n, total_c = n.sum(axis=0), c.sum(axis=0)
+    never = np.flatnonzero(total_c == 0)
+    bounds = zero_success_upper_bound(total_n[never], options.alpha)
+    kept = np.isin(table.prompt, prompt_ids) & rows
+    parsed, success, score = table.parsed[kept], table.success[kept], table.score[kept]
+    return ModelSummary(
+        name=name,
+        prompts=[table.prompts[p] for p in prompt_ids],
+        seeds=[table.seeds[s] for s in seed_ids if table.seeds[s] != ""],
+        samples=int(kept.sum()),
+        parse_rate=float(parsed.mean()),
+        correct_given_parsed=float(success[parsed].mean()) if parsed.any() else None,
+        strict_success=float(success.mean()),
+        mean_score=float(score.mean()),
+        mean_reward=float(table.reward[kept].mean()),
+        continuous=bool(np.any((score > 0.0) & (score < 1.0))),
+        curve=curve,
+        families=family_curves,
+        unsolved=[
+            (table.prompts[prompt_ids[i]], int(total_n[i]), float(b))
+            for i, b in zip(never, bounds, strict=True)
+        ],
+        short=[
+            (table.prompts[p], int(m))
+            for p, m in zip(prompt_ids, n_min, strict=True)
+            if m < max(ks)
+        ],
+        dropped=dropped,
+        success_rates=total_c / total_n,
+        counts=(n, c),
+        estimates=estimates,
+    )
+
+
+def _paired(
+    table: Table, a: ModelSummary, b: ModelSummary, options: Options, rng: np.random.Generator
+) -> Paired:
+    ks = [k for k in a.curve.ks if k in b.curve.ks]  # differ when default k met different n
+    ka = [a.curve.ks.index(k) for k in ks]
+    kb = [b.curve.ks.index(k) for k in ks]
+    in_a = {p: i for i, p in enumerate(a.prompts)}
+    in_b = {p: i for i, p in enumerate(b.prompts)}
+    common = [p for p in a.prompts if p in in_b]
+    ia = np.asarray([in_a[p] for p in common], dtype=np.int64)
+    ib = np.asarray([in_b[p] for p in common], dtype=np.int64)
+    ea, eb = a.estimates[:, ia][:, :, ka], b.estimates[:, ib][:, :, kb]
+    position = {p: i for i, p in enumerate(table.prompts)}
+    families = [table.family_of[position[p]] for p in common]
+    design = _design(families, options)
+    point_a = seeded_estimates(ea, design.point_weights()[None, :], np.ones((1, ea.shape[0])))[0]
+    point_b = seeded_estimates(eb, design.point_weights()[None, :], np.ones((1, eb.shape[0])))[0]
+    prompt_w = design.resample(options.resamples, rng)
+    diff = seeded_estimates(
+        ea, prompt_w, resample_seeds(ea.shape[0], options.resamples, rng)
+    ) - seeded_estimates(eb, prompt_w, resample_seeds(eb.shape[0], options.resamples, rng))
+    pa, pb = ea.mean(axis=0), eb.mean(axis=0)  # (prompts, K), averaged over seeds
+    solved = {
+        "only_a": [float(v) for v in (pa * (1 - pb)).sum(axis=0)],
+        "only_b": [float(v) for v in ((1 - pa) * pb).sum(axis=0)],
+        "both": [float(v) for v in (pa * pb).sum(axis=0)],
+        "neither": [float(v) for v in ((1 - pa) * (1 - pb)).sum(axis=0)],
+    }
+    na, ca = a.counts[0][:, ia].sum(axis=0), a.counts[1][:, ia].sum(axis=0)
+    nb, cb = b.counts[0][:, ib].sum(axis=0), b.counts[1][:, ib].sum(axis=0)
+
+    def only(n_other: Ints, here: Bools, there: Bools) -> list[tuple[str, int, float]]:
+        chosen = np.flatnonzero(here & ~there)
+        bounds = zero_success_upper_bound(n_other[chosen], options.alpha)
+        return [(common[i], int(n_other[i]), float(u)) for i, u in zip(chosen, bounds, strict=True)]
+
+    return Paired(
+        a=a.name,
+        b=b.name,
+        prompts=len(common),
+        ks=ks,
+        a_curve=[float(v) for v in point_a],
+        b_curve=[float(v) for v in point_b],
+        difference=percentile_interval(point_a - point_b, diff, options.confidence),
+        solved=solved,
+        only_a=only(nb, ca > 0, cb > 0),
+        only_b=only(na, cb > 0, ca > 0),
+    )
+
+
+def _pairs(models: Sequence[str], options: Options) -> list[tuple[str, str]]:
+    if options.pairs is not None:
+        unknown = sorted({m for pair in options.pairs for m in pair} - set(models))
+        if unknown:
+            raise ValueError(f"--pair names unknown model(s) {', '.join(unknown)}")
+        return list(options.pairs)
+    return [(a, b) for i, a in enumerate(models) for b in models[i + 1 :]]
+
+
+def analyse(table: Table, options: Options) -> Study:
+    rng = np.random.default_rng(options.rng_seed)
+    summaries: dict[str, ModelSummary] = {}
+    warnings: list[str] = []
+    for index, name in enumerate(table.models):
+        if not np.any(table.model == index):
+            warnings.append(f"{name}: no judged rows; it has no statistics")
+            continue
+        summary = _summarise(table, index, options, rng)
+        summaries[name] = summary
+        if 1 < len(summary.seeds) < 3:
+            warnings.append(
+                f"{name}: {len(summary.seeds)} training seeds; the protocol asks for at least 3"
+            )
+        if summary.dropped:
+            warnings.append(
+                f"{name}: {len(summary.dropped)} prompt(s) lack judged rows in some seeds and "
+                "are left out"
+            )
+        largest = max(summary.curve.ks)
+        if summary.short:
+            warnings.append(
+                f"{name}: {len(summary.short)} prompt(s) have fewer than {largest} samples; "
+                "their pass@k at larger k is their pass@n (listed in the report)"
+            )
+    paired: dict[str, Paired] = {}
+    for a, b in _pairs(list(summaries), options):
+        if set(summaries[a].prompts).isdisjoint(summaries[b].prompts):
+            warnings.append(f"{a} and {b} share no judged prompt; they are not compared")
+            continue
+        paired[f"{a}|{b}"] = _paired(table, summaries[a], summaries[b], options, rng)
+    return Study(summaries, paired, options, table.excluded, table.decoding, warnings)

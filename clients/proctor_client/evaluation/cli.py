@@ -1,0 +1,254 @@
+"""`proctor-eval`: score a generations file and report its pass@k study.
+
+    proctor-eval GENERATIONS.jsonl --out DIR [--spec NAME] [--url URL] [--k 1,2,4,...] ...
+    proctor-eval sample --model PATH --prompts PROMPTS.jsonl --n 64 --output GENERATIONS.jsonl
+
+Every row is validated before anything is scored; scored rows go to DIR/scored.jsonl and are
+reused by the next run under the same spec hash; DIR/report.md, DIR/report.json and the figures
+are rewritten on every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from proctor_client import ProctorError
+from proctor_client.evaluation import review
+from proctor_client.evaluation.analysis import Options, Study, analyse, build_table, succeeded
+from proctor_client.evaluation.plots import draw_all
+from proctor_client.evaluation.report import Verified, build_json, write_json, write_markdown
+from proctor_client.evaluation.rows import Generation, StudyError, check_consistency
+from proctor_client.evaluation.rows import read_generations as read_rows
+from proctor_client.evaluation.scoring import DEFAULT_SPEC, Result, RowScorer
+from proctor_client.evaluation.store import (
+    SCORED_FILE,
+    ScoredRow,
+    load_reusable,
+    split_reuse,
+    write_scored,
+)
+
+__all__ = ["main"]
+
+BATCH = 4096
+"""Rows handed to the scorer at a time (the progress bar moves within a batch)."""
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--k takes integers like 1,2,4,8: {exc}") from exc
+    if not ks or ks[0] < 1:
+        raise argparse.ArgumentTypeError("--k needs positive integers")
+    return ks
+
+
+def _pair(text: str) -> tuple[str, str]:
+    a, sep, b = text.partition(",")
+    if not sep or not a or not b:
+        raise argparse.ArgumentTypeError("--pair takes MODEL_A,MODEL_B")
+    return a, b
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="proctor-eval", description=__doc__.split("\n\n")[0])
+    p.add_argument("generations", type=Path, help="GENERATIONS.jsonl, one sampled response a line")
+    p.add_argument("--out", type=Path, required=True, help="directory for scores, report, plots")
+    p.add_argument("--spec", default=None, help=f"reward spec name (default {DEFAULT_SPEC})")
+    p.add_argument("--spec-dir", type=Path, action="append", default=[], help="extra specs")
+    p.add_argument("--url", default=None, help="score against this Proctor service instead")
+    p.add_argument("--api-key", default=None, help="bearer token for --url")
+    p.add_argument("--workers", type=int, default=None, help="scoring processes (default: cores)")
+    p.add_argument(
+        "--sandbox-backend",
+        choices=("local", "docker", "unsafe"),
+        default="local",
+        help="where in-process scoring runs code answers",
+    )
+    p.add_argument(
+        "--registry",
+        default="reward_specs.domains:default_registry",
+        help="module:function returning the scorers' Registry (in-process scoring)",
+    )
+    p.add_argument("--skip-bad", action="store_true", help="report and skip malformed rows")
+    p.add_argument("--k", type=_ks, default=None, help="k values (default 1,2,4,... up to n)")
+    p.add_argument("--weights", type=Path, default=None, help='JSON {"family": weight, ...}')
+    p.add_argument("--two-level", action="store_true", help="bootstrap families, then prompts")
+    p.add_argument("--bootstrap", type=int, default=2000, help="resamples (default 2000)")
+    p.add_argument("--confidence", type=float, default=0.95, help="interval level (0.95)")
+    p.add_argument("--alpha", type=float, default=0.05, help="zero-success bound level (0.05)")
+    p.add_argument(
+        "--success-threshold",
+        type=float,
+        default=None,
+        help="success is score >= this (default: the scorer's own success, full success)",
+    )
+    p.add_argument("--pair", type=_pair, action="append", default=None, help="A,B to compare")
+    p.add_argument("--rng-seed", type=int, default=0, help="seed of the bootstrap")
+    p.add_argument("--review-size", type=int, default=None, help="successes per model to review")
+    p.add_argument("--review-seed", type=int, default=None, help="pre-registered review seed")
+    p.add_argument("--review-labels", type=Path, default=None, help="labelled review JSONL")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _scorer(args: argparse.Namespace) -> RowScorer:
+    spec = args.spec or DEFAULT_SPEC
+    if args.url is not None:
+        from proctor_client.evaluation.remote import RemoteScorer  # the SDK's client, only here
+
+        return RemoteScorer(args.url, spec, api_key=args.api_key)
+    try:
+        from proctor_client.evaluation.local import LocalScorer  # needs the server package
+    except ImportError as exc:
+        raise SystemExit(
+            f"proctor-eval: in-process scoring needs the proctor server package ({exc}); "
+            "install it, or score against a service with --url"
+        ) from exc
+    from sandboxes import SandboxSettings
+
+    return LocalScorer(
+        spec,
+        args.spec_dir,
+        args.workers,
+        SandboxSettings(backend=args.sandbox_backend),
+        args.registry,
+    )
+
+
+def _score(
+    rows: Sequence[Generation], scorer: RowScorer, out: Path, quiet: bool
+) -> list[ScoredRow]:
+    store = out / SCORED_FILE
+    stored, missing = split_reuse(rows, load_reusable(store, scorer.spec.hash))
+    if len(missing) < len(rows):
+        print(f"proctor-eval: {len(rows) - len(missing)} rows reused from {store}", file=sys.stderr)
+    results: list[Result | None] = list(stored)
+    with tqdm(total=len(missing), unit="row", disable=quiet, file=sys.stderr) as bar:
+        for start in range(0, len(missing), BATCH):
+            batch = missing[start : start + BATCH]
+            fresh = scorer.score([rows[i] for i in batch], bar.update)
+            for position, result in zip(batch, fresh, strict=True):
+                results[position] = result
+    scored = [ScoredRow(row, r) for row, r in zip(rows, results, strict=True) if r is not None]
+    write_scored(store, scorer.spec, scored)
+    return scored
+
+
+def _verified(
+    args: argparse.Namespace, scored: Sequence[ScoredRow], options: Options
+) -> Verified | None:
+    if args.review_labels is None:
+        return None
+    labels = review.read_labels(args.review_labels, args.out)
+    low = analyse(build_table(scored, options.threshold, labels.low), options)
+    high = analyse(build_table(scored, options.threshold, labels.high), options)
+    labelled: dict[str, tuple[int, int]] = {}
+    for key, correct in labels.verdicts.items():
+        read, good = labelled.get(key.model, (0, 0))
+        labelled[key.model] = (read + 1, good + int(correct))
+    return Verified(low, high, labelled, labels.sampled)
+
+
+def _export_review(
+    args: argparse.Namespace, scored: Sequence[ScoredRow], options: Options, scorer: RowScorer
+) -> None:
+    if args.review_size is None:
+        return
+    if args.review_seed is None:
+        raise SystemExit("proctor-eval: --review-size needs --review-seed (declare it up front)")
+    won = [e.result["status"] == "ok" and succeeded(e.result, options.threshold) for e in scored]
+    successes: dict[str, int] = {}
+    for entry, w in zip(scored, won, strict=True):
+        successes[entry.row.model] = successes.get(entry.row.model, 0) + int(w)
+    drawn = review.draw(scored, args.review_size, args.review_seed, won)
+    path = review.export(
+        args.out, drawn, args.review_size, args.review_seed, successes, scorer.spec
+    )
+    print(f"proctor-eval: review sample in {path}", file=sys.stderr)
+
+
+def _options(args: argparse.Namespace) -> Options:
+    weights = None
+    if args.weights is not None:
+        weights = json.loads(args.weights.read_text(encoding="utf-8"))
+        if not isinstance(weights, dict) or not all(
+            isinstance(v, int | float) for v in weights.values()
+        ):
+            raise SystemExit(f'proctor-eval: {args.weights} must hold {{"family": weight, ...}}')
+    return Options(
+        ks=args.k,
+        weights=weights,
+        two_level=args.two_level,
+        resamples=args.bootstrap,
+        confidence=args.confidence,
+        alpha=args.alpha,
+        threshold=args.success_threshold,
+        pairs=args.pair,
+        rng_seed=args.rng_seed,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        numbered, skipped = read_rows(args.generations, args.skip_bad)
+        check_consistency(numbered)
+    except (StudyError, OSError) as exc:
+        print(f"proctor-eval: {exc}", file=sys.stderr)
+        return 2
+    for bad in skipped:
+        print(f"proctor-eval: skipped {bad.message}", file=sys.stderr)
+    if not numbered:
+        print("proctor-eval: no rows to evaluate", file=sys.stderr)
+        return 2
+    options = _options(args)
+    try:
+        scorer = _scorer(args)
+    except (ValueError, ProctorError) as exc:
+        print(f"proctor-eval: {exc}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        scored = _score([row for _, row in numbered], scorer, args.out, args.no_progress)
+        study: Study = analyse(build_table(scored, options.threshold), options)
+        _export_review(args, scored, options, scorer)
+        verified = _verified(args, scored, options)
+    except (ValueError, review.ReviewError) as exc:
+        print(f"proctor-eval: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        scorer.close()
+    if not study.models:
+        counts = {m: dict(c) for m, c in study.excluded.items()}
+        print(
+            f"proctor-eval: no row was judged ({counts}); see the errors in {SCORED_FILE}",
+            file=sys.stderr,
+        )
+        return 1
+    figures = draw_all(study, args.out)
+    write_json(args.out / "report.json", build_json(study, scorer.spec, skipped, verified))
+    write_markdown(args.out / "report.md", study, scorer.spec, figures, skipped, verified)
+    for warning in study.warnings:
+        print(f"proctor-eval: warning: {warning}", file=sys.stderr)
+    print(f"proctor-eval: report in {args.out / 'report.md'}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["sample"]:
+        from proctor_client.evaluation.sample import main as sample_main  # torch, only here
+
+        return sample_main(arguments[1:])
+    return run(_parser().parse_args(arguments))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,380 @@
+"""DIR/report.json and DIR/report.md from a study's statistics.
+
+report.json: `{"spec", "study", "models": {MODEL: {"prompts", "samples", "parse_rate",
+"mean_score", "pass_at_k": {"K": {"estimate", "ci": [lo, hi], "capped_prompts"}}, ...}},
+"paired": {"A|B": {...}}, "review", "warnings", "skipped_rows"}`. The Markdown says the same for a
+person, with the figures inline and every definition a reader needs to interpret a number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proctor_client.evaluation.analysis import Curve, ModelSummary, Paired, Study
+from proctor_client.evaluation.bootstrap import Interval
+from proctor_client.evaluation.estimators import wilson_interval
+from proctor_client.evaluation.rows import BadRow
+from proctor_client.evaluation.scoring import SpecSummary
+
+__all__ = ["Verified", "build_json", "write_json", "write_markdown"]
+
+LISTED = 25
+"""Prompts listed by name in the Markdown per list (report.json has them all)."""
+
+
+@dataclass(frozen=True)
+class Verified:
+    """pass@k after the reasoning review, bracketed (see review.py)."""
+
+    low: Study
+    high: Study
+    labelled: dict[str, tuple[int, int]]
+    """Per model, (labels read, judged correct)."""
+    sampled: dict[str, int]
+
+
+def _curve_json(curve: Curve) -> dict[str, Any]:
+    return {
+        str(k): {"estimate": i.estimate, "ci": [i.low, i.high], "capped_prompts": capped}
+        for k, i, capped in zip(curve.ks, curve.intervals, curve.capped, strict=True)
+    }
+
+
+def _chance_json(curve: Curve) -> dict[str, float] | None:
+    if curve.chance is None:
+        return None
+    return {str(k): v for k, v in zip(curve.ks, curve.chance, strict=True)}
+
+
+def _model_json(s: ModelSummary, study: Study) -> dict[str, Any]:
+    return {
+        "prompts": len(s.prompts),
+        "samples": s.samples,
+        "seeds": s.seeds,
+        "excluded_rows": study.excluded.get(s.name, {}),
+        "decoding": study.decoding.get(s.name, []),
+        "parse_rate": s.parse_rate,
+        "correct_given_parsed": s.correct_given_parsed,
+        "strict_success": s.strict_success,
+        "mean_score": s.mean_score,
+        "mean_reward": s.mean_reward,
+        "continuous_scores": s.continuous,
+        "pass_at_k": _curve_json(s.curve),
+        "chance": _chance_json(s.curve),
+        "families": {
+            f: {"pass_at_k": _curve_json(c), "chance": _chance_json(c)}
+            for f, c in sorted(s.families.items())
+        },
+        "unsolved": [{"prompt_id": p, "samples": n, "upper_bound": u} for p, n, u in s.unsolved],
+        "short_prompts": [{"prompt_id": p, "samples": n} for p, n in s.short],
+        "dropped_prompts": s.dropped,
+    }
+
+
+def _paired_json(p: Paired) -> dict[str, Any]:
+    return {
+        "a": p.a,
+        "b": p.b,
+        "prompts": p.prompts,
+        "pass_at_k": {
+            str(k): {"a": a, "b": b, "difference": d.estimate, "ci": [d.low, d.high]}
+            for k, a, b, d in zip(p.ks, p.a_curve, p.b_curve, p.difference, strict=True)
+        },
+        "solved": {
+            str(k): {name: values[i] for name, values in p.solved.items()}
+            for i, k in enumerate(p.ks)
+        },
+        "only_a": [{"prompt_id": q, "b_samples": n, "b_upper_bound": u} for q, n, u in p.only_a],
+        "only_b": [{"prompt_id": q, "a_samples": n, "a_upper_bound": u} for q, n, u in p.only_b],
+    }
+
+
+def _success_rule(study: Study) -> str:
+    t = study.options.threshold
+    return "the scorer's `success` (full success)" if t is None else f"score >= {t:g}"
+
+
+def _bootstrap_rule(study: Study) -> str:
+    o = study.options
+    if o.two_level:
+        first = "task families, then prompts within each drawn family"
+    elif o.weights is not None:
+        first = "prompts within each task family (declared family weights held fixed)"
+    else:
+        first = "prompts (all samples of a prompt together)"
+    return f"{o.resamples} percentile resamples of {first}; training seeds resampled too"
+
+
+def build_json(
+    study: Study,
+    spec: SpecSummary,
+    skipped: Sequence[BadRow],
+    verified: Verified | None,
+) -> dict[str, Any]:
+    o = study.options
+    report: dict[str, Any] = {
+        "spec": {"name": spec.name, "version": spec.version, "hash": spec.hash},
+        "study": {
+            "success": _success_rule(study),
+            "threshold": o.threshold,
+            "bootstrap": _bootstrap_rule(study),
+            "confidence": o.confidence,
+            "weights": dict(o.weights) if o.weights is not None else None,
+            "alpha": o.alpha,
+            "rng_seed": o.rng_seed,
+        },
+        "models": {name: _model_json(s, study) for name, s in study.models.items()},
+        "paired": {name: _paired_json(p) for name, p in study.paired.items()},
+        "review": None,
+        "warnings": study.warnings,
+        "skipped_rows": [{"line": b.line, "message": b.message} for b in skipped],
+    }
+    if verified is not None:
+        review: dict[str, Any] = {}
+        for name in study.models:
+            read, correct = verified.labelled.get(name, (0, 0))
+            low, high = verified.low.models.get(name), verified.high.models.get(name)
+            review[name] = {
+                "sampled": verified.sampled.get(name, 0),
+                "labelled": read,
+                "judged_correct": correct,
+                "fraction_correct": _fraction(correct, read, o.confidence),
+                "pass_at_k_verified": {
+                    str(k): {
+                        "low": low.curve.intervals[i].estimate if low else None,
+                        "high": high.curve.intervals[i].estimate if high else None,
+                    }
+                    for i, k in enumerate(study.models[name].curve.ks)
+                },
+            }
+        report["review"] = review
+    report["spec"]["parameters"] = spec.parameters
+    return report
+
+
+def _fraction(correct: int, read: int, confidence: float) -> dict[str, Any] | None:
+    if read == 0:
+        return None
+    low, high = wilson_interval(correct, read, confidence)
+    return {"estimate": correct / read, "ci": [low, high]}
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _cell(interval: Interval) -> str:
+    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+
+
+def _curve_table(models: dict[str, Curve], chance: list[float] | None = None) -> list[str]:
+    ks = sorted({k for c in models.values() for k in c.ks})
+    head = ["k", *models] + (["chance"] if chance is not None else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for k in ks:
+        cells = [str(k)]
+        for curve in models.values():
+            if k in curve.ks:
+                i = curve.ks.index(k)
+                capped = f" ({curve.capped[i]} capped)" if curve.capped[i] else ""
+                cells.append(_cell(curve.intervals[i]) + capped)
+            else:
+                cells.append("")
+        if chance is not None:
+            first = next(iter(models.values()))
+            cells.append(f"{chance[first.ks.index(k)]:.3f}" if k in first.ks else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_markdown(
+    path: Path,
+    study: Study,
+    spec: SpecSummary,
+    figures: dict[str, str],
+    skipped: Sequence[BadRow],
+    verified: Verified | None,
+) -> None:
+    o = study.options
+    md: list[str] = [
+        "# pass@k study",
+        "",
+        f"Spec `{spec.name}` {spec.version} (`{spec.hash}`). Success: {_success_rule(study)}. "
+        f"Intervals: {o.confidence:.0%}, {_bootstrap_rule(study)}. pass@k per prompt is the "
+        "unbiased estimator 1 - C(n-c, k) / C(n, k), averaged over prompts"
+        + (" with declared task-family weights." if o.weights else " with equal weights."),
+        "pass@k is oracle coverage: some response among k is correct. It says nothing about "
+        "picking that response without the verifier.",
+        "",
+    ]
+    if study.warnings or skipped:
+        md += ["## Warnings", ""]
+        md += [f"- {w}" for w in study.warnings]
+        if skipped:
+            md.append(f"- {len(skipped)} malformed row(s) skipped (`--skip-bad`):")
+            md += [f"  - {b.message}" for b in skipped[:LISTED]]
+        md.append("")
+    md += [
+        "## Models",
+        "",
+        "Parse rate x correctness among parsed = strict success (review eq. 16). Mean score keeps "
+        "partial credit apart from the success rate.",
+        "",
+        "| model | prompts | samples | seeds | parse rate | correct among parsed | strict success "
+        "| mean score | mean reward | not judged |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in study.models.values():
+        excluded = ", ".join(f"{n} {k}" for k, n in study.excluded.get(s.name, {}).items())
+        md.append(
+            f"| {s.name} | {len(s.prompts)} | {s.samples} | {len(s.seeds) or '-'} | "
+            f"{_pct(s.parse_rate)} | {_pct(s.correct_given_parsed)} | {_pct(s.strict_success)} | "
+            f"{s.mean_score:.3f} | {s.mean_reward:.3f} | {excluded or '0'} |"
+        )
+    chance = next((s.curve.chance for s in study.models.values() if s.curve.chance), None)
+    md += ["", "## pass@k", "", f"![pass@k]({figures['pass_at_k']})", ""]
+    md += _curve_table({n: s.curve for n, s in study.models.items()}, chance)
+    if chance is not None:
+        md += [
+            "",
+            "Chance: the coverage k uniform guesses among the options of the multiple-choice "
+            "prompts would reach (other prompts count 0). Coverage near it is bought by guessing.",
+        ]
+    md.append("")
+    if "families" in figures:
+        md += ["## Per task family", "", f"![families]({figures['families']})", ""]
+        families = sorted({f for s in study.models.values() for f in s.families})
+        for family in families:
+            curves = {
+                n: s.families[family] for n, s in study.models.items() if family in s.families
+            }
+            chance = next((c.chance for c in curves.values() if c.chance), None)
+            md += [f"### {family}", "", *_curve_table(curves, chance), ""]
+    md += [
+        "## Per-prompt success rates",
+        "",
+        f"![success rates]({figures['success_rates']})",
+        "",
+        "Each prompt's c / n is an estimate: the histogram mixes differences between prompts "
+        "with sampling noise in each.",
+        "",
+    ]
+    for name, p in study.paired.items():
+        md += _paired_section(name, p, figures[f"paired:{name}"], study)
+    md += _unsolved_section(study)
+    if verified is not None:
+        md += _review_section(study, verified)
+    path.write_text("\n".join(md) + "\n", encoding="utf-8")
+
+
+def _paired_section(name: str, p: Paired, figure: str, study: Study) -> list[str]:
+    md = [
+        f"## {p.a} vs {p.b}",
+        "",
+        f"{p.prompts} prompts judged for both. Difference = pass@k({p.a}) - pass@k({p.b}), "
+        "with a paired bootstrap (the same prompts drawn for both models).",
+        "",
+        "| k | " + p.a + " | " + p.b + " | difference [CI] | only " + p.a + " | only " + p.b
+        + " | both | neither |",
+        "|---|---|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for i, k in enumerate(p.ks):
+        d = p.difference[i]
+        md.append(
+            f"| {k} | {p.a_curve[i]:.3f} | {p.b_curve[i]:.3f} | {_cell(d)} | "
+            + " | ".join(f"{p.solved[c][i]:.1f}" for c in ("only_a", "only_b", "both", "neither"))
+            + " |"
+        )
+    md += [
+        "",
+        "Solved-by counts are expected numbers of prompts over random k-sample draws from each "
+        "model's samples (sum over prompts of pass@k(a)(1 - pass@k(b)) and so on); at the "
+        "largest k they count prompts solved at least once.",
+        "",
+        f"![solved by]({figure})",
+        "",
+    ]
+    alpha = study.options.alpha
+    for label, listed, other in ((p.a, p.only_a, p.b), (p.b, p.only_b, p.a)):
+        md.append(f"Prompts solved only by {label} ({len(listed)}):")
+        if listed:
+            md.append(
+                f"{other} had no success in them; with {1 - alpha:.0%} confidence its success "
+                "rate is below the bound shown (zero observations are not zero probability)."
+            )
+        md.append("")
+        md += [f"- `{q}`: {other} 0/{n}, rate < {u:.4f}" for q, n, u in listed[:LISTED]]
+        if len(listed) > LISTED:
+            md.append(f"- ... {len(listed) - LISTED} more in report.json")
+        md.append("")
+    return md
+
+
+def _unsolved_section(study: Study) -> list[str]:
+    alpha = study.options.alpha
+    md = [
+        "## Prompts never solved",
+        "",
+        f"Zero successes in n samples bound the success rate by 1 - {alpha:g}^(1/n) "
+        f"(one-sided, {1 - alpha:.0%}).",
+        "",
+    ]
+    for s in study.models.values():
+        md.append(f"- {s.name}: {len(s.unsolved)} of {len(s.prompts)} prompts")
+        for prompt, n, bound in s.unsolved[:LISTED]:
+            md.append(f"  - `{prompt}`: 0/{n}, rate < {bound:.4f}")
+        if len(s.unsolved) > LISTED:
+            md.append(f"  - ... {len(s.unsolved) - LISTED} more in report.json")
+        if s.short:
+            shown = ", ".join(f"`{q}` ({n})" for q, n in s.short[:LISTED])
+            md.append(f"  - fewer samples than the largest k: {shown}")
+    md.append("")
+    return md
+
+
+def _judged(correct: int, read: int, study: Study) -> str:
+    fraction = _fraction(correct, read, study.options.confidence)
+    if fraction is None:
+        return "0"
+    low, high = fraction["ci"]
+    return f"{correct} ({fraction['estimate']:.0%} [{low:.0%}, {high:.0%}])"
+
+
+def _review_section(study: Study, verified: Verified) -> list[str]:
+    md = [
+        "## Reasoning review",
+        "",
+        "Verified pass@k counts only responses whose reasoning held up. Unless every success was "
+        "reviewed it is bracketed: low counts only successes judged correct; high counts all "
+        "successes but those judged incorrect. The fraction judged correct has a Wilson "
+        f"interval ({study.options.confidence:.0%}); as the draw is uniform over successes, "
+        "pass@1 times that fraction estimates verified pass@1 (exactly so with equal weights and "
+        "equal n; no such shortcut holds for k > 1).",
+        "",
+        "| model | sampled | labelled | judged correct | k | pass@k | verified low | "
+        "verified high |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in study.models.items():
+        read, correct = verified.labelled.get(name, (0, 0))
+        low, high = verified.low.models.get(name), verified.high.models.get(name)
+        for i, k in enumerate(s.curve.ks):
+            lo = f"{low.curve.intervals[i].estimate:.3f}" if low else "0"
+            hi = f"{high.curve.intervals[i].estimate:.3f}" if high else "0"
+            judged = _judged(correct, read, study)
+            lead = (
+                f"{name} | {verified.sampled.get(name, 0)} | {read} | {judged}"
+                if i == 0
+                else " | | |"
+            )
+            md.append(f"| {lead} | {k} | {s.curve.intervals[i].estimate:.3f} | {lo} | {hi} |")
+    md.append("")
+    return md
+
+
+def write_json(path: Path, report: dict[str, Any]) -> None:
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,109 @@
+"""`proctor-eval sample` with a tiny Qwen2 and a word-level tokenizer built in code (no hub):
+rows carry their decoding settings, sampling is reproducible from its seed, and the file goes
+straight into `proctor-eval`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor_client.evaluation.cli import main
+from proctor_client.evaluation.rows import Generation
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+WORDS = ["<pad>", "<eos>", "<unk>", "\\boxed{1}", "\\boxed{2}", "so", "is", "1", "2", "plus"]
+MAX_NEW = 5
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    vocab = {w: i for i, w in enumerate(WORDS)}
+    words = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    words.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=words, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(
+        vocab_size=len(WORDS),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
+    path = tmp_path_factory.mktemp("tiny-qwen2")
+    transformers.Qwen2ForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def _prompts(path: Path) -> Path:
+    lines = [
+        {"prompt_id": f"p{a}", "prompt": f"{a} plus 1 is", "domain": "math",
+         "reference": {"answer": str(a + 1)}}
+        for a in (0, 1)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def _sample(checkpoint: Path, prompts: Path, out: Path, *extra: str) -> list[dict[str, Any]]:
+    args = ["sample", "--model", str(checkpoint), "--prompts", str(prompts), "--n", "6"]
+    args += ["--output", str(out), "--max-new-tokens", str(MAX_NEW), "--model-name", "tiny"]
+    assert main([*args, *extra]) == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_rows_record_their_decoding_and_are_reproducible(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    prompts = _prompts(tmp_path / "prompts.jsonl")
+    rows = _sample(checkpoint, prompts, tmp_path / "a.jsonl", "--seed-label", "run-1")
+    assert len(rows) == 12
+    assert sorted((r["prompt_id"], r["sample"]) for r in rows) == [
+        (p, s) for p in ("p0", "p1") for s in range(6)
+    ]
+    for row in rows:
+        Generation.model_validate(row)  # the evaluator accepts every row as it is
+        assert row["model"] == "tiny" and row["seed"] == "run-1"
+        decoding = row["decoding"]
+        assert (decoding["temperature"], decoding["top_p"]) == (0.6, 0.95)  # the protocol's
+        assert decoding["max_new_tokens"] == MAX_NEW and decoding["rng_seed"] == 0
+        assert row["max_response_tokens"] == MAX_NEW
+        if row["finish_reason"] == "length":
+            assert row["response_tokens"] == MAX_NEW
+        else:
+            assert row["finish_reason"] == "stop" and row["response_tokens"] < MAX_NEW
+    assert len({r["response"] for r in rows}) > 1  # sampled, not greedy
+    again = _sample(checkpoint, prompts, tmp_path / "b.jsonl", "--seed-label", "run-1")
+    assert again == rows
+    other = _sample(checkpoint, prompts, tmp_path / "c.jsonl", "--rng-seed", "1")
+    assert [r["response"] for r in other] != [r["response"] for r in rows]
+    assert other[0]["decoding"]["rng_seed"] == 1
+
+
+def test_sampled_file_goes_through_the_evaluator(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    generations = tmp_path / "g.jsonl"
+    _sample(checkpoint, _prompts(tmp_path / "prompts.jsonl"), generations, "--temperature", "1.5")
+    out = tmp_path / "out"
+    assert main([str(generations), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    model = report["models"]["tiny"]
+    assert model["samples"] == 12 and model["prompts"] == 2
+    assert model["decoding"][0]["temperature"] == 1.5
+    assert list(model["pass_at_k"]) == ["1", "2", "4", "6"]

@@ -6,6 +6,10 @@ the last `\\boxed{}`, the last "Answer: C" / "the answer is (C)", the last paren
 instead of a letter, that choice is taken. Only letters of the offered choices count. The gold
 may be a letter, a 0-based index, or the text of the correct choice.
 
+With `careful` on, the choice is read by `reward_specs/choice_letters.py` instead: the explicit
+answer statement wins over later mentions of other letters, standalone letters count in either
+case, and a final statement naming two different letters is not parsed.
+
 Free form (no `choices`). The final answer (last `\\boxed{}`, then the fallbacks) is read as a
 number where it is one (`3.2e-5`, `3.2 \\times 10^{-5}`, `1/8`, thousands separators, a trailing
 unit) and compared with `rel_tol` (the reference's, else the spec's); otherwise it is compared
@@ -18,7 +22,7 @@ import math
 import re
 import string
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import sympy
 from math_verify import LatexExtractionConfig, parse
@@ -26,8 +30,12 @@ from math_verify.errors import TimeoutException
 from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
+from reward_specs import choice_letters
+from reward_specs.choice_letters import choice_text_in as _choice_text_in
+from reward_specs.choice_letters import norm as _norm
 from reward_specs.extract import Fallback, answer_is, extract_answer, last_boxed
 from reward_specs.math_domain import MathConfig, equivalent
+from reward_specs.math_rules import Rule, gold_facts, normalise
 from reward_specs.numbers import parse_number
 from reward_specs.scorer import (
     DomainConfig,
@@ -52,6 +60,11 @@ class StemConfig(DomainConfig):
     fallbacks: tuple[Fallback, ...] = ("answer_is",)
     symbolic: MathConfig = MathConfig()
     """How non-numeric free-form answers are checked (math-verify)."""
+    careful: bool = False
+    """Multiple choice read as a careful grader does (`reward_specs/choice_letters.py`), and
+    free-form numbers normalised by the math domain's rules (`12\\,345`, `1e6`) before reading."""
+
+    added_later: ClassVar[frozenset[str]] = frozenset({"careful"})
 
 
 class StemReference(ReferenceModel):
@@ -67,11 +80,6 @@ class StemReference(ReferenceModel):
         if value is not None and len({_norm(c) for c in value}) != len(value):
             raise ValueError("choices must be distinct")
         return value
-
-
-def _norm(text: str) -> str:
-    text = re.sub(r"\\text\{([^}]*)\}", r"\1", text)
-    return re.sub(r"\s+", " ", text.strip().strip("$").strip()).rstrip(".").lower()
 
 
 # ---------------------------------------------------------------- multiple choice
@@ -98,14 +106,6 @@ def _letter_in(text: str, n: int) -> int | None:
     m = re.match(r"^\s*\\?(?:text\{)?\(?([A-Z])\)?(?:\}|[.:)\s]|$)", text)
     if m and LETTERS.index(m.group(1)) < n:
         return LETTERS.index(m.group(1))
-    return None
-
-
-def _choice_text_in(text: str, choices: list[str]) -> int | None:
-    norm = _norm(text)
-    for i, choice in enumerate(choices):
-        if norm and norm == _norm(choice):
-            return i
     return None
 
 
@@ -147,10 +147,15 @@ def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
     return None, "none"
 
 
-def _score_choice(text: str, reference: StemReference) -> Judgement:
+def _score_choice(text: str, reference: StemReference, careful: bool) -> Judgement:
     choices = reference.choices or []
     gold = _gold_index(reference)
-    picked, source = _pick_choice(text, choices)
+    if careful:
+        picked, source = choice_letters.pick_choice(text, choices)
+    else:
+        picked, source = _pick_choice(text, choices)
+    if picked == choice_letters.AMBIGUOUS:
+        return Judgement.unparsed("two_choices", source=source)
     if picked is None:
         return Judgement.unparsed("no_choice")
     ok = picked == gold
@@ -210,6 +215,33 @@ def _score_free_form(text: str, reference: StemReference, config: StemConfig) ->
     if answer is None:
         return Judgement.unparsed("no_answer")
     details: dict[str, Any] = {"extracted": answer, "source": source}
+    if config.careful:
+        rewritten, fired = normalise(answer, gold_facts(reference.answer))
+        if fired:
+            return _careful_free_form(answer, rewritten, fired, reference, config, details)
+    return _free_form_verdict(answer, reference, config, details)
+
+
+def _careful_free_form(
+    answer: str,
+    rewritten: str,
+    fired: tuple[Rule, ...],
+    reference: StemReference,
+    config: StemConfig,
+    details: dict[str, Any],
+) -> Judgement:
+    """The verdict on the normalised answer; the rules named when they changed it."""
+    judged = _free_form_verdict(rewritten, reference, config, dict(details))
+    plain = _free_form_verdict(answer, reference, config, dict(details))
+    if judged.success is plain.success:
+        return judged
+    more = {"rules": [*fired, *judged.details.get("rules", ())], "math_verify": plain.success}
+    return Judgement(judged.score, judged.success, True, {**judged.details, **more})
+
+
+def _free_form_verdict(
+    answer: str, reference: StemReference, config: StemConfig, details: dict[str, Any]
+) -> Judgement:
     gold_value = parse_number(reference.answer)
     if gold_value is not None:
         value = parse_number(answer)
@@ -234,7 +266,7 @@ def score_stem(
     response: str, reference: StemReference, config: StemConfig, ctx: ScoreContext
 ) -> Judgement:
     if reference.choices is not None:
-        return _score_choice(response, reference)
+        return _score_choice(response, reference, config.careful)
     return _score_free_form(response, reference, config)
 
 

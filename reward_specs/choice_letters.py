@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import re
 import string
+from typing import Literal
 
 from reward_specs.extract import final_boxes
 
-__all__ = ["AMBIGUOUS", "choice_text_in", "norm", "pick_choice"]
+__all__ = ["AMBIGUOUS", "ChoiceRule", "choice_text_in", "norm", "pick_choice", "rule_for"]
 
 LETTERS = string.ascii_uppercase
 AMBIGUOUS = -1
 """`pick_choice`'s index when the final statement names two different letters."""
+
+ChoiceRule = Literal["explicit_statement", "standalone_letter", "two_letters"]
+"""The names `details["rules"]` gives when the careful reader changed a verdict."""
 
 
 def norm(text: str) -> str:
@@ -131,3 +135,21 @@ def pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
             if letter.isupper() and LETTERS.index(letter) < n:
                 return LETTERS.index(letter), source
     return None, "none"
+
+
+_LOWER_AFTER_ANCHOR = re.compile(r"(?<![A-Za-z\\])[a-z](?![A-Za-z])")
+
+
+def rule_for(text: str, picked: int | None, source: str) -> ChoiceRule:
+    """Which of the reader's rules most likely made its pick differ from the plain reader's:
+    two letters refused, a lower-case letter read, else the explicit statement preferred."""
+    if picked == AMBIGUOUS:
+        return "two_letters"
+    if picked is not None and source in ("boxed", "answer_line"):
+        letter = LETTERS[picked].lower()
+        statements = list(_EXPLICIT.finditer(text))
+        start = statements[-1].end() if statements and source == "answer_line" else 0
+        window = text[start : start + _STATEMENT_CHARS]
+        if any(m.group(0) == letter for m in _LOWER_AFTER_ANCHOR.finditer(window)):
+            return "standalone_letter"
+    return "explicit_statement"

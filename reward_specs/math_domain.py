@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from math_verify.errors import TimeoutException
 from pydantic import ConfigDict, Field
-from sympy import FiniteSet, Set
+from sympy import And, FiniteSet, Set
 from sympy.core.relational import Relational
 
 from reward_specs.extract import (
@@ -219,7 +219,7 @@ def _equivalent(
                 relation_as_set
                 and not config.allow_set_relation_comp
                 and isinstance(g, Set)
-                and isinstance(p, Relational)
+                and isinstance(p, (Relational, And))
             )
             try:
                 if verify(

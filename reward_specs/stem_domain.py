@@ -22,6 +22,7 @@ import math
 import re
 import string
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import sympy
@@ -150,20 +151,24 @@ def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
 def _score_choice(text: str, reference: StemReference, careful: bool) -> Judgement:
     choices = reference.choices or []
     gold = _gold_index(reference)
+    picked, source = _pick_choice(text, choices)
+    rules: list[str] = []
     if careful:
+        plain = picked
         picked, source = choice_letters.pick_choice(text, choices)
-    else:
-        picked, source = _pick_choice(text, choices)
+        if (plain == gold) is not (picked == gold):
+            rules.append(choice_letters.rule_for(text, picked, source))
+    more = {"rules": rules, "prorl_v1": picked != gold} if rules else {}
     if picked == choice_letters.AMBIGUOUS:
-        return Judgement.unparsed("two_choices", source=source)
+        return Judgement.unparsed("two_choices", source=source, **more)
     if picked is None:
-        return Judgement.unparsed("no_choice")
+        return Judgement.unparsed("no_choice", **more)
     ok = picked == gold
     return Judgement(
         score=1.0 if ok else 0.0,
         success=ok,
         parsed=True,
-        details={"extracted": LETTERS[picked], "source": source, "gold": LETTERS[gold]},
+        details={"extracted": LETTERS[picked], "source": source, "gold": LETTERS[gold], **more},
     )
 
 
@@ -232,11 +237,18 @@ def _careful_free_form(
 ) -> Judgement:
     """The verdict on the normalised answer; the rules named when they changed it."""
     judged = _free_form_verdict(rewritten, reference, config, dict(details))
-    plain = _free_form_verdict(answer, reference, config, dict(details))
+    plain = _free_form_verdict(answer, reference, _plain(config), dict(details))
     if judged.success is plain.success:
         return judged
-    more = {"rules": [*fired, *judged.details.get("rules", ())], "math_verify": plain.success}
+    more = {"rules": [*fired, *judged.details.get("rules", ())], "prorl_v1": plain.success}
     return Judgement(judged.score, judged.success, True, {**judged.details, **more})
+
+
+@lru_cache(maxsize=64)
+def _plain(config: StemConfig) -> StemConfig:
+    """The same config without the careful rules (prorl-v1's reading)."""
+    symbolic = config.symbolic.model_copy(update={"careful": False, "prose_answer": False})
+    return config.model_copy(update={"careful": False, "symbolic": symbolic})
 
 
 def _free_form_verdict(

@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     """Interface `proctor serve` binds to."""
     port: int = Field(8000, ge=1, le=65535)
 
-    default_spec: str = "prorl-v1"
+    default_spec: str = "prorl-v1-careful"
     """Spec used when a request names none."""
     spec_dirs: tuple[Path, ...] = ()
     """Extra directories of `*.toml` specs, loaded after the built-in ones."""

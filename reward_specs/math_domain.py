@@ -163,7 +163,12 @@ def _careful_equivalent(
         return _equivalent(gold, answer, config, relation_as_set=False)
     facts = gold_facts(gold)
     rewritten, fired = normalise(answer, facts, units)
-    verdict, details = _equivalent(gold, rewritten, config, relation_as_set=True)
+    if facts.plain is not None:  # a scientific gold, written out exactly
+        verdict, details = _equivalent(facts.plain, rewritten, config, relation_as_set=True)
+    else:
+        verdict, details = _equivalent(gold, rewritten, config, relation_as_set=True)
+    if facts.plain is not None and "scientific" not in fired:
+        fired = (*fired, "scientific")  # the gold was rewritten: math-verify's verdict decides
     rules: list[Rule] = []
     math_verify = verdict
     if fired or details.get("relation_as_set"):

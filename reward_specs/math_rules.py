@@ -3,10 +3,12 @@ r"""The careful grader's rules around math-verify: small rewrites before it pars
 math-verify is the reference; these rules only cover what it cannot read or reads too loosely.
 Before parsing, `normalise` rewrites an answer that writes a number in a way math-verify misreads
 inside a box (`12\,345`, `1e6`, `0.\overline{3}`, `1,22`), a set-builder set, or an angle in the
-other unit than the one the question or gold names. After, `precision_differs` vetoes an "equal"
-verdict on two decimals that differ at the gold's stated precision (math-verify rounds to six
-places). Every rule is conservative: it fires only where the reading is not in doubt, and where
-a careful grader could go either way it does not fire, so the old verdict stands:
+other unit than the one the question or gold names; scientific notation, the gold's too, is
+written out exactly (`1.23456789012 \times 10^{11}` is 123456789012, which math-verify's floats
+miss). After, `precision_differs` vetoes an "equal" verdict on two decimals that differ at the
+gold's stated precision (math-verify rounds to six places). Every rule is conservative: it fires
+only where the reading is not in doubt, and where a careful grader could go either way it does
+not fire, so the old verdict stands:
 
 - a separator groups digits in threes (`1,500`, `12\,345`, `1 000`), and only when the gold is
   one number, so `1,5` stays a list; `1,500` against a decimal gold `1.5` reads 1500, as before;
@@ -44,7 +46,7 @@ Rule = Literal[
     "repeating_decimal",
     "thousands_sep",
     "decimal_comma",
-    "sci_e",
+    "scientific",
     "angle_unit",
     "relation_as_set",
     "gold_precision",
@@ -97,24 +99,38 @@ class GoldFacts:
     single_number: bool
     """One number (a decimal, scientific or fraction literal), not a list or an expression."""
     decimal: tuple[Decimal, int] | None
-    """The gold as a `decimal_literal`, when it is one."""
+    """The gold as a `decimal_literal`, when it is one (an assignment `x = 0.5` read as 0.5)."""
     has_point: bool
     """The gold is a decimal with a fractional part written out (`1.22`)."""
     degrees: bool
     """The gold carries a degree sign."""
+    plain: str | None
+    """The gold written out exactly when it is in scientific notation (`6.02e23`), else None."""
 
 
 @lru_cache(maxsize=4096)
 def gold_facts(gold: str) -> GoldFacts:
     t = _strip(gold)
-    decimal = decimal_literal(t)
-    single = decimal is not None or _FRACTION.fullmatch(t) is not None
+    decimal = decimal_literal(_ASSIGNMENT.sub("", t, count=1))
+    single = decimal_literal(t) is not None or _FRACTION.fullmatch(t) is not None
     return GoldFacts(
         single_number=single,
         decimal=decimal,
         has_point=decimal is not None and "." in t,
         degrees=_DEGREE.search(t) is not None,
+        plain=_written_out(t),
     )
+
+
+def _written_out(text: str) -> str | None:
+    """A number in scientific notation as its exact decimal digits (`2.5e3` -> `2500`)."""
+    m = _SCIENTIFIC.fullmatch(_strip(text))
+    if m is None or not (m.group("e1") or m.group("e2") or m.group("e3")):
+        return None
+    literal = decimal_literal(text)
+    if literal is None or abs(literal[0].adjusted()) > 60:
+        return None  # an absurd exponent: left to math-verify
+    return format(literal[0].normalize(), "f")
 
 
 _DEGREES_WORD = re.compile(r"\bdegrees?\b|°|\\circ", re.IGNORECASE)
@@ -146,8 +162,8 @@ _GROUPED = re.compile(
     r"(?P<sign>[+-]?)(?P<head>\d{1,3})(?P<groups>(?:" + _SEPARATOR + r"\d{3})+)(?P<tail>\.\d+)?"
 )
 _DECIMAL_COMMA = re.compile(r"(?P<sign>[+-]?)(?P<whole>\d+)(?:,|\{,\})(?P<frac>\d+)")
-_E_NOTATION = re.compile(r"(?P<m>" + _NUMBER + r")[eE](?P<e>[+-]?\d+)")
-_TIMES_TEN = re.compile(r"(?P<m>" + _NUMBER + r")\s*(?:x|×|\*)\s*10\s*\^\s*\{?(?P<e>[+-]?\d+)\}?")
+_ASSIGNMENT = re.compile(r"^[a-zA-Z]\s*=\s*")
+_PERCENT = re.compile(r"\s*\\?%$")
 _RELATION = re.compile(r"[=<>,]|\\[lg]eq?\b|\\[lg]t\b|\\ne")
 
 
@@ -191,14 +207,10 @@ def _decimal_comma(answer: str, gold: GoldFacts) -> str | None:
     return f"{m.group('sign')}{m.group('whole')}.{m.group('frac')}"
 
 
-def _sci_e(answer: str, gold: GoldFacts) -> str | None:
+def _scientific(answer: str, gold: GoldFacts) -> str | None:
     if not gold.single_number:
         return None
-    t = _strip(answer)
-    m = _E_NOTATION.fullmatch(t) or _TIMES_TEN.fullmatch(t)
-    if m is None:
-        return None
-    return f"{m.group('m')} \\times 10^{{{m.group('e')}}}"
+    return _written_out(answer)
 
 
 def _angle_unit(answer: str, gold: GoldFacts, units: Units) -> str | None:
@@ -227,7 +239,7 @@ def normalise(answer: str, gold: GoldFacts, units: Units = None) -> tuple[str, t
         ("repeating_decimal", _repeating_decimal(text)),
         ("thousands_sep", _thousands_sep(text, gold)),
         ("decimal_comma", _decimal_comma(text, gold)),
-        ("sci_e", _sci_e(text, gold)),
+        ("scientific", _scientific(text, gold)),
     )
     for name, rewritten in number_rules:
         if rewritten is not None:
@@ -243,13 +255,24 @@ def normalise(answer: str, gold: GoldFacts, units: Units = None) -> tuple[str, t
 
 def precision_differs(gold: GoldFacts, answer: str) -> bool:
     """Two decimal literals math-verify called equal that differ at the gold's precision: the
-    answer, rounded to the gold's last digit when it has more digits, is not the gold."""
+    answer, rounded to the gold's last digit when it has more digits, is not the gold. An
+    assignment (`x = 0.5`) is read as its value; a percent answer is read both as a ratio and as
+    the number (math-verify accepts `50\\%` for 50), and differs only if both readings do."""
     if gold.decimal is None:
         return False
-    stated = decimal_literal(answer)
+    text = _ASSIGNMENT.sub("", _strip(answer), count=1)
+    percent = _PERCENT.search(text)
+    stated = decimal_literal(text[: percent.start()] if percent else text)
     if stated is None:
         return False
-    (gold_value, gold_exp), (value, exp) = gold.decimal, stated
+    readings = [stated]
+    if percent:
+        readings.append((stated[0] / 100, stated[1] - 2))
+    return all(_differs(gold.decimal, reading) for reading in readings)
+
+
+def _differs(gold: tuple[Decimal, int], stated: tuple[Decimal, int]) -> bool:
+    (gold_value, gold_exp), (value, exp) = gold, stated
     if value == gold_value:
         return False
     if exp >= gold_exp:

@@ -281,7 +281,7 @@ def score_math(
     boxes = final_boxes(response) if config.careful else []
     if len(boxes) > 1 and _gold_is_a_list(reference.answer, config):
         return _judged(reference.answer, ", ".join(boxes), "boxes", config, units, boxes[-1])
-    answer, source = extract_answer(response, config.fallbacks)
+    answer, source = _extracted(response, boxes, config)
     if config.prose_answer and source != "boxed":
         prose = _prose_answer(response, config.parsing_timeout_s)
         if prose is not None:
@@ -289,6 +289,14 @@ def score_math(
     if answer is None:
         return Judgement.unparsed("no_answer")
     return _judged(reference.answer, answer, source, config, units, None)
+
+
+def _extracted(response: str, boxes: list[str], config: MathConfig) -> tuple[str | None, str]:
+    """`extract_answer`'s result; from `final_boxes` when they were read (its last box is the
+    last box), so that the careful path scans the response's boxes once."""
+    if boxes and boxes[-1]:
+        return boxes[-1], "boxed"
+    return extract_answer(response, config.fallbacks)
 
 
 def _judged(
@@ -319,12 +327,11 @@ def math_answer_key(response: str, config: MathConfig) -> str:
     """All that `score_math` reads of a response: the extracted answer and where it was found
     (the last `\\boxed{}`, else the fallbacks; each a single linear scan), and with the careful
     rules the boxes that end it together, with prose answers the sentence that states it."""
-    answer, source = extract_answer(response, config.fallbacks)
+    boxes = final_boxes(response) if config.careful else []
+    answer, source = _extracted(response, boxes, config)
     key = "none" if answer is None else f"{source}:{answer}"
-    if config.careful:
-        boxes = final_boxes(response)
-        if len(boxes) > 1:
-            key += "\x00boxes:" + "\x00".join(boxes)
+    if len(boxes) > 1:
+        key += "\x00boxes:" + "\x00".join(boxes)
     if config.prose_answer and source != "boxed":
         key += "\x00prose:" + (stated_sentence(response) or final_sentence(response))
     return key

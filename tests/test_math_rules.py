@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from reward_specs import default_registry, load_specs
 from reward_specs.extract import final_boxes, final_sentence
-from reward_specs.math_domain import MathConfig, equivalent
+from reward_specs.math_domain import MathConfig, equivalent, math_answer_key
 from reward_specs.math_rules import gold_facts, normalise, precision_differs, question_units
-from tests.cases import CAREFUL, PLAIN
+from tests.cases import CAREFUL, EVALUATION, PLAIN
 
 SPECS = load_specs(default_registry())
 CONFIG = SPECS[CAREFUL].config("math")
@@ -219,3 +219,17 @@ def test_prorl_v1_parameters_do_not_name_the_careful_grader() -> None:
     assert careful["math"]["careful"] and careful["stem"]["careful"]
     assert careful["stem"]["symbolic"]["careful"]
     assert SPECS[CAREFUL].hash != SPECS[PLAIN].hash
+
+
+def test_answer_keys_cover_what_the_careful_and_prose_readings_read() -> None:
+    """Two responses whose judgements may differ never share an answer key."""
+    careful, prose = CONFIG, SPECS[EVALUATION].config("math")
+    assert isinstance(prose, MathConfig)
+    plain = SPECS[PLAIN].config("math")
+    assert isinstance(plain, MathConfig)
+    several, last = r"So $\boxed{2}$ and $\boxed{3}$.", r"So $\boxed{3}$."
+    assert math_answer_key(several, plain) == math_answer_key(last, plain)
+    assert math_answer_key(several, careful) != math_answer_key(last, careful)
+    five, six = "Therefore $x = 5$ is it.", "Therefore $x = 6$ is it."
+    assert math_answer_key(five, careful) == math_answer_key(six, careful)  # both unparsed
+    assert math_answer_key(five, prose) != math_answer_key(six, prose)

@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from math_verify.errors import TimeoutException
 from pydantic import ConfigDict, Field
-from sympy import And, FiniteSet, Set
-from sympy.core.relational import Relational
+from sympy import And, FiniteSet, Interval, Union
+from sympy.core.relational import Equality, Relational
 
 from reward_specs.extract import (
     Fallback,
@@ -191,8 +191,8 @@ def _equivalent(
     gold: str, answer: str, config: MathConfig, relation_as_set: bool
 ) -> tuple[bool, dict[str, Any]]:
     """math-verify's verdict. `relation_as_set`: an inequality answer may match an interval gold
-    (math-verify's `allow_set_relation_comp`, for that pair only); a verdict that needed it says
-    so in the details."""
+    (math-verify's `allow_set_relation_comp`, for that pair only; never an equation against a
+    finite set); a verdict that needed it says so in the details."""
     if len(answer) > config.max_answer_chars:
         return False, {"reason": "answer_too_long"}
     if config.fast_path:
@@ -223,8 +223,8 @@ def _equivalent(
             as_set = (
                 relation_as_set
                 and not config.allow_set_relation_comp
-                and isinstance(g, Set)
-                and isinstance(p, (Relational, And))
+                and isinstance(g, (Interval, Union))
+                and _is_inequality(p)
             )
             try:
                 if verify(
@@ -248,6 +248,14 @@ def _equivalent(
     if errors:
         details["verify_errors"] = errors[:5]
     return False, details
+
+
+def _is_inequality(expr: Any) -> bool:
+    """An inequality, or a chain of them (`1 < x < 5`): what may match an interval. Not an
+    equation: `x^2 = 4` restates a problem, it does not give the set {-2, 2}."""
+    if isinstance(expr, And):
+        return all(_is_inequality(arg) for arg in expr.args)
+    return isinstance(expr, Relational) and not isinstance(expr, Equality)
 
 
 # ---------------------------------------------------------------- which answer is judged

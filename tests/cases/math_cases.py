@@ -933,6 +933,13 @@ MATH_CASES: list[Case] = [
         "inequality gold, interval answer: math-verify reads it",
         r"[3, \infty)",
     ),
+    Case(
+        r"\{-2, 2\}",
+        r"$\boxed{x^2 = 4}$",
+        False,
+        "an equation is not its solution set: relation_as_set reads inequalities only",
+        "x^2 = 4",
+    ),
     # ------------------------------------------------------------------ x = v and lists
     Case(r"\frac{1}{2}", r"$\boxed{x = 0.5}$", True, "an equation for a fraction gold", "x = 0.5"),
     Case("-2", r"$\boxed{y = -2}$", True, "another variable's equation", "y = -2"),

@@ -19,7 +19,15 @@ from typing import Literal
 
 from reward_specs.extract import final_boxes
 
-__all__ = ["AMBIGUOUS", "ChoiceRule", "choice_text_in", "norm", "pick_choice", "rule_for"]
+__all__ = [
+    "AMBIGUOUS",
+    "ChoiceRule",
+    "choice_text_in",
+    "mentioned_letter",
+    "norm",
+    "pick_choice",
+    "rule_for",
+]
 
 LETTERS = string.ascii_uppercase
 AMBIGUOUS = -1
@@ -128,7 +136,12 @@ def pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
         found = _statement(text, match.end(), choices)
         if found is not None:
             return found, "answer_line"
-    n = len(choices)
+    return mentioned_letter(text, len(choices))
+
+
+def mentioned_letter(text: str, n: int) -> tuple[int | None, str]:
+    """The last parenthesised capital "(C)", else the last "option C" / "choice C", of the `n`
+    offered: where both readers look when the response states no answer."""
     for pattern, source in ((_PAREN_LETTER, "parenthesised"), (_STATED_LETTER, "stated")):
         for match in reversed(list(pattern.finditer(text))):
             letter = match.group(1)

@@ -32,8 +32,7 @@ from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
 from reward_specs import choice_letters
-from reward_specs.choice_letters import choice_text_in as _choice_text_in
-from reward_specs.choice_letters import norm as _norm
+from reward_specs.choice_letters import choice_text_in, norm
 from reward_specs.extract import Fallback, answer_is, extract_answer, last_boxed
 from reward_specs.math_domain import MathConfig, equivalent
 from reward_specs.math_rules import Rule, gold_facts, normalise
@@ -78,7 +77,7 @@ class StemReference(ReferenceModel):
     @field_validator("choices")
     @classmethod
     def _choices_distinct(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and len({_norm(c) for c in value}) != len(value):
+        if value is not None and len({norm(c) for c in value}) != len(value):
             raise ValueError("choices must be distinct")
         return value
 
@@ -95,7 +94,7 @@ def _gold_index(reference: StemReference) -> int:
     if gold.isdigit() and int(gold) < len(choices):
         return int(gold)
     for i, choice in enumerate(choices):
-        if _norm(choice) == _norm(gold):
+        if norm(choice) == norm(gold):
             return i
     raise InvalidReference(
         f"the gold answer {gold[:100]!r} is neither a choice's letter nor its text"
@@ -114,8 +113,6 @@ _ANSWER_LETTER = re.compile(
     r"(?:answer|choice|option)\s*(?:\*\*)?\s*(?:is|:)?\s*:?\s*(?:\*\*)?\s*\(?([A-Z])\)?(?![A-Za-z])",
     re.IGNORECASE,
 )
-_PAREN_LETTER = re.compile(r"\(([A-Z])\)")
-_STATED_LETTER = re.compile(r"\b(?:option|choice)\s+\(?([A-Z])\b\)?", re.IGNORECASE)
 
 
 def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
@@ -124,14 +121,14 @@ def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
     # A choice's whole text is read before a letter: "A decrease in pressure" is that choice's
     # text, not choice A followed by words.
     if boxed is not None:
-        found = _choice_text_in(boxed, choices)
+        found = choice_text_in(boxed, choices)
         if found is None:
             found = _letter_in(boxed, n)
         if found is not None:
             return found, "boxed"
     stated = answer_is(text)
     if stated is not None:
-        found = _choice_text_in(stated, choices)
+        found = choice_text_in(stated, choices)
         if found is not None:
             return found, "answer_text"
     for match in reversed(list(_ANSWER_LETTER.finditer(text))):
@@ -140,12 +137,7 @@ def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
         parenthesised = match.group(0).rstrip().endswith(")") and "(" in match.group(0)
         if (match.group(1).isupper() or parenthesised) and LETTERS.index(letter) < n:
             return LETTERS.index(letter), "answer_line"
-    for pattern, source in ((_PAREN_LETTER, "parenthesised"), (_STATED_LETTER, "stated")):
-        for match in reversed(list(pattern.finditer(text))):
-            letter = match.group(1)
-            if letter.isupper() and LETTERS.index(letter) < n:
-                return LETTERS.index(letter), source
-    return None, "none"
+    return choice_letters.mentioned_letter(text, n)
 
 
 def _score_choice(text: str, reference: StemReference, careful: bool) -> Judgement:

@@ -111,6 +111,9 @@ class GoldFacts:
 @lru_cache(maxsize=4096)
 def gold_facts(gold: str) -> GoldFacts:
     t = _strip(gold)
+    grouped = _GROUPED.fullmatch(t)
+    if grouped is not None and _one_separator(grouped.group("groups")):
+        t = _ungrouped(grouped)  # a gold written `1,500` is the number 1500, as math-verify reads
     decimal = decimal_literal(_ASSIGNMENT.sub("", t, count=1))
     single = decimal_literal(t) is not None or _FRACTION.fullmatch(t) is not None
     return GoldFacts(
@@ -184,18 +187,23 @@ def _repeating_decimal(answer: str) -> str | None:
     return f"{sign}\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
+def _one_separator(groups: str) -> bool:
+    """The same separator between every group (`1,234,567`; not `1,234\\,567`)."""
+    return len(set(re.findall(_SEPARATOR, re.sub(r"\d", "", groups)))) == 1
+
+
+def _ungrouped(m: re.Match[str]) -> str:
+    digits = re.sub(r"\D", "", m.group("groups"))
+    return m.group("sign") + m.group("head") + digits + (m.group("tail") or "")
+
+
 def _thousands_sep(answer: str, gold: GoldFacts) -> str | None:
     if not gold.single_number:
         return None
     m = _GROUPED.fullmatch(_strip(answer))
-    if m is None:
-        return None
-    groups = m.group("groups")
-    separators = set(re.findall(_SEPARATOR, re.sub(r"\d", "", groups)))
-    if len(separators) != 1:  # one separator throughout, or it is not one number
-        return None
-    digits = re.sub(r"\D", "", groups)
-    return m.group("sign") + m.group("head") + digits + (m.group("tail") or "")
+    if m is None or not _one_separator(m.group("groups")):
+        return None  # one separator throughout, or it is not one number
+    return _ungrouped(m)
 
 
 def _decimal_comma(answer: str, gold: GoldFacts) -> str | None:

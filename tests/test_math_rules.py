@@ -110,6 +110,7 @@ def test_written_forms_equal_the_gold_and_a_last_digit_off_differs(
     [
         ("12345", r"12\,345", "12345", ("thousands_sep",)),
         ("15", "1,5", "1,5", ()),  # not groups of three: stays a list
+        ("1,500", r"1\,500", "1500", ("thousands_sep",)),  # a gold with a separator is a number
         ("1, 500", r"1\,500", r"1\,500", ()),  # a list gold: no separator reading
         ("1.5", "1,500", "1500", ("thousands_sep",)),  # three digits: never a decimal comma
         ("1.22", "1,22", "1.22", ("decimal_comma",)),

@@ -89,8 +89,13 @@ class MathReference(ReferenceModel):
     model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
 
     answer: str = Field(..., min_length=1)
-    question: str | None = None
-    """The problem's text, optional: the careful grader reads the angle unit it asks for."""
+
+    @property
+    def question(self) -> str | None:
+        """The problem's text, when the reference carries one (an extra key, never validated,
+        so references that predate it stay valid): the careful grader reads its angle unit."""
+        question = (self.model_extra or {}).get("question")
+        return question if isinstance(question, str) else None
 
 
 # No trailing dot: math-verify reads "5." as text, so "5." == "5" is not certain.

@@ -266,12 +266,14 @@ def _is_inequality(expr: Any) -> bool:
 # ---------------------------------------------------------------- which answer is judged
 
 _PROSE = [LatexExtractionConfig(), ExprExtractionConfig()]
+_PROSE_CHARS = 2000
+"""How much of the sentence math-verify's extraction reads (as `final_sentence`'s limit)."""
 
 
 def _prose_answer(text: str, timeout_s: int) -> str | None:
     """The last mathematical expression math-verify's extraction finds in the sentence that
     states the answer ("the answer is ...", else the final sentence), as text."""
-    sentence = stated_sentence(text) or final_sentence(text)
+    sentence = (stated_sentence(text) or final_sentence(text))[:_PROSE_CHARS]
     if not sentence.strip():
         return None
     try:

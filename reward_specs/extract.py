@@ -1,16 +1,26 @@
 """Finding the final answer in a response: the last `\\boxed{}` and the "answer is" fallbacks.
 
 Shared by the math and STEM scorers. Braces are matched, so `\\boxed{\\frac{1}{2}}` yields
-`\\frac{1}{2}`; `\\fbox{}` and `\\boxed x` (no braces) are recognised too. Nothing here raises on
-any input.
+`\\frac{1}{2}`; `\\fbox{}` and `\\boxed x` (no braces) are recognised too. `final_boxes` gives
+the boxes that end a response together (`\\boxed{2} and \\boxed{3}`), `final_sentence` the last
+sentence, for graders that read more than the last box. Nothing here raises on any input.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Literal
 
-__all__ = ["Fallback", "answer_is", "extract_answer", "last_boxed"]
+__all__ = [
+    "Fallback",
+    "answer_is",
+    "extract_answer",
+    "final_boxes",
+    "final_sentence",
+    "last_boxed",
+    "stated_sentence",
+]
 
 Fallback = Literal["answer_is"]
 
@@ -45,21 +55,73 @@ def _balanced(text: str, start: int, stop: int) -> str | None:
     return None
 
 
-def last_boxed(text: str) -> str | None:
-    """The content of the last complete `\\boxed{...}` (or `\\fbox{...}`, or `\\boxed x`)."""
+def _boxes_from_the_end(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, content) of each complete box, the last first; linear in the text however
+    many boxes are left open (see `_balanced`). A caller that stops early pays only for what it
+    read: `last_boxed` takes one."""
     unclosed = len(text)
     for match in reversed(list(_BOX.finditer(text))):
         end = match.end()
         if end < len(text) and text[end] == "{":
             content = _balanced(text, end, unclosed)
             if content is not None:
-                return content.strip()
-            unclosed = end
+                yield match.start(), end + len(content) + 2, content.strip()
+            else:
+                unclosed = end
         elif end < len(text) and match.group(0).endswith(" "):
             token = _TOKEN.match(text, end)  # from `end`, not a copy of the rest of the text
             if token:
-                return token.group(0).strip()
+                yield match.start(), token.end(), token.group(0).strip()
+
+
+def last_boxed(text: str) -> str | None:
+    """The content of the last complete `\\boxed{...}` (or `\\fbox{...}`, or `\\boxed x`)."""
+    for _, _, content in _boxes_from_the_end(text):
+        return content
     return None
+
+
+_BETWEEN_BOXES = re.compile(
+    r"(?:[ \t\n,;$&]|\\[,;: ]|\\q?quad\b|\\\\|\band\b|\bor\b"
+    r"|\\(?:text|mbox|mathrm|textrm)\s*\{\s*(?:and|or|,)?\s*\})*"
+)
+"""What may stand between boxes that form one answer: commas, "and", "or", `\\quad`, line breaks
+(LaTeX's `\\\\` too), dollars and spaces; never a blank line (`final_boxes` checks)."""
+
+
+def final_boxes(text: str) -> list[str]:
+    """The boxes that end the response as one answer, in order: the last box and those before it
+    joined to it only by `_BETWEEN_BOXES`, within its paragraph. One box (or none) is the usual
+    case; boxes of intermediate results, with prose between them, are not included."""
+    run: list[str] = []
+    previous_start = -1
+    for start, end, content in _boxes_from_the_end(text):
+        if run:
+            gap = text[end:previous_start]
+            if end > previous_start or "\n\n" in gap.replace(" ", "").replace("\t", ""):
+                break
+            if not _BETWEEN_BOXES.fullmatch(gap):
+                break
+        run.append(content)
+        previous_start = start
+    run.reverse()
+    return run
+
+
+_SENTENCE_BREAK = re.compile(r"[.!?](?:\s|$)|\n")
+
+
+def final_sentence(text: str, limit: int = 2000) -> str:
+    """The last non-empty sentence of `text` (ending at ". ", "!", "?" or a line break), at most
+    `limit` characters of it (a decimal point, "3.5", is followed by a digit, not a space)."""
+    tail = text[-limit:].rstrip()
+    while tail and tail[-1] in ".!?":
+        tail = tail[:-1].rstrip()
+    last = 0
+    for match in _SENTENCE_BREAK.finditer(tail):
+        if tail[match.end() :].strip():
+            last = match.end()
+    return tail[last:].strip()
 
 
 _ANSWER_IS = re.compile(
@@ -69,17 +131,26 @@ _ANSWER_IS = re.compile(
 _SENTENCE_END = re.compile(r"\.\s")
 
 
-def answer_is(text: str) -> str | None:
-    """The rest of the sentence after the last "the answer is" / "final answer:" / "Answer:".
+def stated_sentence(text: str) -> str | None:
+    """The rest of the sentence after the last "the answer is" / "final answer:" / "Answer:",
+    as written (dollars kept), or None without such an anchor.
 
     The last anchor counts even when an earlier one is on the same line ("I thought the answer is
-    6, but the answer is 8"), and the answer ends at the end of its line or sentence (". ").
+    6, but the answer is 8"), and the sentence ends at the end of its line or at ". ".
     """
     matches = list(_ANSWER_IS.finditer(text))
     if not matches:
         return None
-    answer = text[matches[-1].end() :].split("\n", 1)[0]
-    answer = _SENTENCE_END.split(answer, maxsplit=1)[0].strip()
+    sentence = text[matches[-1].end() :].split("\n", 1)[0]
+    return _SENTENCE_END.split(sentence, maxsplit=1)[0]
+
+
+def answer_is(text: str) -> str | None:
+    """The answer a `stated_sentence` gives: trailing dots and the dollars around it removed."""
+    answer = stated_sentence(text)
+    if answer is None:
+        return None
+    answer = answer.strip()
     # Trailing dots and spaces, then dollar signs at either end. Not `[.\s]+$` and `\$+$`: a
     # regex retries those at every character of a long run that does not reach the end, which is
     # quadratic in a hostile line.

@@ -5,6 +5,13 @@ fallbacks. Both sides are parsed by math-verify's LaTeX extraction, the gold as 
 compared with `verify` under the spec's rounding and strictness. math-verify bounds its work with
 `signal.alarm`, which is why this scorer runs on the main thread of a worker process.
 
+With `careful` on, a second layer stands around math-verify (`reward_specs/math_rules.py`): the
+answer is normalised before it parses, its "equal" verdicts are checked against the gold's
+precision after, and the boxes that end a response together are judged together where the gold
+is a list. A rule that changed a verdict is named in `details["rules"]`, beside math-verify's own
+verdict (`details["math_verify"]`). `prose_answer` reads an unboxed answer from the final sentence
+with math-verify's own extraction, for evaluations.
+
 A fast path answers without sympy only where math-verify's answer is certain: two plain decimal
 numbers that are exactly equal (match), or two plain integers that differ (no match). It never
 changes a verdict; `tests/test_math_fast_path.py` checks it against math-verify.
@@ -15,13 +22,29 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
-from math_verify import LatexExtractionConfig, parse, verify
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from math_verify.errors import TimeoutException
 from pydantic import ConfigDict, Field
+from sympy import And, FiniteSet, Interval, Union
+from sympy.core.relational import Equality, Relational
 
-from reward_specs.extract import Fallback, extract_answer
+from reward_specs.extract import (
+    Fallback,
+    extract_answer,
+    final_boxes,
+    final_sentence,
+    stated_sentence,
+)
+from reward_specs.math_rules import (
+    Rule,
+    Units,
+    gold_facts,
+    normalise,
+    precision_differs,
+    question_units,
+)
 from reward_specs.memo import Memo
 from reward_specs.scorer import (
     DomainConfig,
@@ -51,12 +74,28 @@ class MathConfig(DomainConfig):
     """Skip sympy where the verdict is certain (it never changes a verdict)."""
     max_answer_chars: int = Field(1000, ge=1)
     """A longer extracted answer is judged wrong without parsing (a cheap guard, not a timeout)."""
+    careful: bool = False
+    """The careful grader's rules around math-verify (`reward_specs/math_rules.py`) and the final
+    boxes judged together where the gold is a list; off, math-verify's verdicts alone."""
+    prose_answer: bool = False
+    """With no box, read the last mathematical expression of the stated answer's sentence (else
+    of the final sentence), as math-verify's own extraction does. For evaluations: a policy in
+    training should learn to box its answer, and the parse rate shows what that costs."""
+
+    added_later: ClassVar[frozenset[str]] = frozenset({"careful", "prose_answer"})
 
 
 class MathReference(ReferenceModel):
     model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
 
     answer: str = Field(..., min_length=1)
+
+    @property
+    def question(self) -> str | None:
+        """The problem's text, when the reference carries one (an extra key, never validated,
+        so references that predate it stay valid): the careful grader reads its angle unit."""
+        question = (self.model_extra or {}).get("question")
+        return question if isinstance(question, str) else None
 
 
 # No trailing dot: math-verify reads "5." as text, so "5." == "5" is not certain.
@@ -83,8 +122,11 @@ def _parse_gold(gold: str, timeout_s: int) -> tuple[Any, ...]:
     return tuple(parse("\\boxed{" + gold + "}", _LATEX, parsing_timeout=timeout_s))
 
 
-def equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[str, Any]]:
-    """math-verify's verdict on an extracted answer, with the reason in the details.
+def equivalent(
+    gold: str, answer: str, config: MathConfig, units: Units = None
+) -> tuple[bool, dict[str, Any]]:
+    """math-verify's verdict on an extracted answer (with the careful rules when the config says
+    so; `units` is the angle unit the question asks for), with the reason in the details.
 
     A timeout or an error inside math-verify is the response's doing (a pathological expression):
     the answer is judged not equivalent and the reason is recorded. An unparsable gold is the
@@ -94,21 +136,68 @@ def equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[s
     math-verify's own parse cache holds only 20 entries), except verdicts cut short by a timeout:
     those depend on the machine's load at the time, so they are recomputed.
     """
-    key = (gold, answer, config)
+    key = (gold, answer, config, units)
     cached = _VERDICTS.get(key)
     if cached is None:
-        cached = _equivalent(gold, answer, config)
+        if config.careful:
+            cached = _careful_equivalent(gold, answer, config, units)
+        else:
+            cached = _equivalent(gold, answer, config, relation_as_set=False)
         if cached[1].get("reason") not in _NOT_CACHED:
             _VERDICTS.put(key, cached)
     verdict, details = cached
     return verdict, dict(details)
 
 
-_VERDICTS: Memo[tuple[str, str, MathConfig], tuple[bool, dict[str, Any]]] = Memo(16384)
+_VERDICTS: Memo[tuple[str, str, MathConfig, Units], tuple[bool, dict[str, Any]]] = Memo(16384)
 _NOT_CACHED = frozenset({"parse_timeout", "verifier_timeout"})
 
 
-def _equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[str, Any]]:
+@lru_cache(maxsize=64)
+def _plain(config: MathConfig) -> MathConfig:
+    """The same config without the careful rules: math-verify's own verdicts."""
+    return config.model_copy(update={"careful": False, "prose_answer": False})
+
+
+def _careful_equivalent(
+    gold: str, answer: str, config: MathConfig, units: Units
+) -> tuple[bool, dict[str, Any]]:
+    """math-verify on the normalised answer, its "equal" checked against the gold's precision;
+    the rules that changed the verdict listed, with math-verify's own verdict beside them."""
+    if config.fast_path and _fast_verdict(gold, answer) is not None:
+        return _equivalent(gold, answer, config, relation_as_set=False)
+    facts = gold_facts(gold)
+    rewritten, fired = normalise(answer, facts, units)
+    if facts.plain is not None:  # a scientific gold, written out exactly
+        verdict, details = _equivalent(facts.plain, rewritten, config, relation_as_set=True)
+    else:
+        verdict, details = _equivalent(gold, rewritten, config, relation_as_set=True)
+    if facts.plain is not None and "scientific" not in fired:
+        fired = (*fired, "scientific")  # the gold was rewritten: math-verify's verdict decides
+    rules: list[Rule] = []
+    math_verify = verdict
+    if fired or details.get("relation_as_set"):
+        math_verify = equivalent(gold, answer, _plain(config))[0]
+        if math_verify is not verdict:
+            rules.extend(fired)
+            if details.get("relation_as_set"):
+                rules.append("relation_as_set")
+    details.pop("relation_as_set", None)
+    if verdict and precision_differs(facts, rewritten):
+        verdict = False
+        rules.append("gold_precision")
+    if rules:
+        details["rules"] = rules
+        details["math_verify"] = math_verify
+    return verdict, details
+
+
+def _equivalent(
+    gold: str, answer: str, config: MathConfig, relation_as_set: bool
+) -> tuple[bool, dict[str, Any]]:
+    """math-verify's verdict. `relation_as_set`: an inequality answer may match an interval gold
+    (math-verify's `allow_set_relation_comp`, for that pair only; never an equation against a
+    finite set); a verdict that needed it says so in the details."""
     if len(answer) > config.max_answer_chars:
         return False, {"reason": "answer_too_long"}
     if config.fast_path:
@@ -136,6 +225,12 @@ def _equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[
     # Pair by pair, as verify() itself does, so a timeout is seen instead of read as False.
     for g in gold_parsed:
         for p in predicted:
+            as_set = (
+                relation_as_set
+                and not config.allow_set_relation_comp
+                and isinstance(g, (Interval, Union))
+                and _is_inequality(p)
+            )
             try:
                 if verify(
                     [g],
@@ -143,11 +238,11 @@ def _equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[
                     float_rounding=config.float_rounding,
                     numeric_precision=config.numeric_precision,
                     strict=config.strict,
-                    allow_set_relation_comp=config.allow_set_relation_comp,
+                    allow_set_relation_comp=config.allow_set_relation_comp or as_set,
                     timeout_seconds=config.verify_timeout_s,
                     raise_on_error=True,
                 ):
-                    return True, {"path": "sympy"}
+                    return True, {"path": "sympy", **({"relation_as_set": True} if as_set else {})}
             except TimeoutException:
                 timed_out = True
             except Exception as exc:  # noqa: BLE001 - verify() reads any error as "not equal"
@@ -160,13 +255,81 @@ def _equivalent(gold: str, answer: str, config: MathConfig) -> tuple[bool, dict[
     return False, details
 
 
+def _is_inequality(expr: Any) -> bool:
+    """An inequality, or a chain of them (`1 < x < 5`): what may match an interval. Not an
+    equation: `x^2 = 4` restates a problem, it does not give the set {-2, 2}."""
+    if isinstance(expr, And):
+        return all(_is_inequality(arg) for arg in expr.args)
+    return isinstance(expr, Relational) and not isinstance(expr, Equality)
+
+
+# ---------------------------------------------------------------- which answer is judged
+
+_PROSE = [LatexExtractionConfig(), ExprExtractionConfig()]
+_PROSE_CHARS = 2000
+"""How much of the sentence math-verify's extraction reads (as `final_sentence`'s limit)."""
+
+
+def _prose_answer(text: str, timeout_s: int) -> str | None:
+    """The last mathematical expression math-verify's extraction finds in the sentence that
+    states the answer ("the answer is ...", else the final sentence), as text."""
+    sentence = (stated_sentence(text) or final_sentence(text))[:_PROSE_CHARS]
+    if not sentence.strip():
+        return None
+    try:
+        found = parse(sentence, _PROSE, parsing_timeout=timeout_s, raise_on_error=True)
+    except Exception:  # noqa: BLE001 - a timeout or an error: no answer found in the prose
+        return None
+    strings = [item for item in found if isinstance(item, str) and item.strip()]
+    return strings[-1].strip() if strings else None
+
+
+def _gold_is_a_list(gold: str, config: MathConfig) -> bool:
+    parsed = _parse_gold(gold, config.parsing_timeout_s)
+    return bool(parsed) and isinstance(parsed[0], FiniteSet) and len(parsed[0]) > 1
+
+
 def score_math(
     response: str, reference: MathReference, config: MathConfig, ctx: ScoreContext
 ) -> Judgement:
-    answer, source = extract_answer(response, config.fallbacks)
+    units = question_units(reference.question) if config.careful else None
+    boxes = final_boxes(response) if config.careful else []
+    if len(boxes) > 1 and _gold_is_a_list(reference.answer, config):
+        return _judged(reference.answer, ", ".join(boxes), "boxes", config, units, boxes[-1])
+    answer, source = _extracted(response, boxes, config)
+    if config.prose_answer and source != "boxed":
+        prose = _prose_answer(response, config.parsing_timeout_s)
+        if prose is not None:
+            return _judged(reference.answer, prose, "prose", config, units, answer)
     if answer is None:
         return Judgement.unparsed("no_answer")
-    ok, details = equivalent(reference.answer, answer, config)
+    return _judged(reference.answer, answer, source, config, units, None)
+
+
+def _extracted(response: str, boxes: list[str], config: MathConfig) -> tuple[str | None, str]:
+    """`extract_answer`'s result; from `final_boxes` when they were read (its last box is the
+    last box), so that the careful path scans the response's boxes once."""
+    if boxes and boxes[-1]:
+        return boxes[-1], "boxed"
+    return extract_answer(response, config.fallbacks)
+
+
+def _judged(
+    gold: str,
+    answer: str,
+    source: str,
+    config: MathConfig,
+    units: Units,
+    instead: str | None,
+) -> Judgement:
+    """The verdict on `answer`; `instead` is what the answer would have been without the rule
+    that chose it (several boxes, prose), so that the rule is named if it changed the verdict."""
+    ok, details = equivalent(gold, answer, config, units)
+    if source in ("boxes", "prose"):
+        rule: Rule = "several_boxes" if source == "boxes" else "prose_answer"
+        before = instead is not None and equivalent(gold, instead, config, units)[0]
+        if before is not ok:
+            details["rules"] = [rule, *details.get("rules", ())]
     return Judgement(
         score=1.0 if ok else 0.0,
         success=ok,
@@ -177,9 +340,16 @@ def score_math(
 
 def math_answer_key(response: str, config: MathConfig) -> str:
     """All that `score_math` reads of a response: the extracted answer and where it was found
-    (the last `\\boxed{}`, else the fallbacks; each a single linear scan)."""
-    answer, source = extract_answer(response, config.fallbacks)
-    return "none" if answer is None else f"{source}:{answer}"
+    (the last `\\boxed{}`, else the fallbacks; each a single linear scan), and with the careful
+    rules the boxes that end it together, with prose answers the sentence that states it."""
+    boxes = final_boxes(response) if config.careful else []
+    answer, source = _extracted(response, boxes, config)
+    key = "none" if answer is None else f"{source}:{answer}"
+    if len(boxes) > 1:
+        key += "\x00boxes:" + "\x00".join(boxes)
+    if config.prose_answer and source != "boxed":
+        key += "\x00prose:" + (stated_sentence(response) or final_sentence(response))
+    return key
 
 
 def _examples() -> list[Example]:

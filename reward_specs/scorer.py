@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "DomainConfig",
@@ -30,6 +30,18 @@ class DomainConfig(BaseModel):
     """Base of every domain's spec parameters: immutable, and unknown keys are an error."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    added_later: ClassVar[frozenset[str]] = frozenset()
+    """Parameters added after specs were published: left out of the dump (and so of the spec
+    hash) while they hold their default, so that a spec that predates them keeps its hash."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in self.added_later:
+            if getattr(self, name) == type(self).model_fields[name].default:
+                data.pop(name, None)
+        return data
 
 
 class ReferenceModel(BaseModel):

@@ -6,6 +6,10 @@ the last `\\boxed{}`, the last "Answer: C" / "the answer is (C)", the last paren
 instead of a letter, that choice is taken. Only letters of the offered choices count. The gold
 may be a letter, a 0-based index, or the text of the correct choice.
 
+With `careful` on, the choice is read by `reward_specs/choice_letters.py` instead: the explicit
+answer statement wins over later mentions of other letters, standalone letters count in either
+case, and a final statement naming two different letters is not parsed.
+
 Free form (no `choices`). The final answer (last `\\boxed{}`, then the fallbacks) is read as a
 number where it is one (`3.2e-5`, `3.2 \\times 10^{-5}`, `1/8`, thousands separators, a trailing
 unit) and compared with `rel_tol` (the reference's, else the spec's); otherwise it is compared
@@ -18,7 +22,8 @@ import math
 import re
 import string
 from collections.abc import Callable
-from typing import Any
+from functools import lru_cache
+from typing import Any, ClassVar
 
 import sympy
 from math_verify import LatexExtractionConfig, parse
@@ -26,8 +31,11 @@ from math_verify.errors import TimeoutException
 from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
+from reward_specs import choice_letters
+from reward_specs.choice_letters import choice_text_in, norm
 from reward_specs.extract import Fallback, answer_is, extract_answer, last_boxed
 from reward_specs.math_domain import MathConfig, equivalent
+from reward_specs.math_rules import Rule, gold_facts, normalise
 from reward_specs.numbers import parse_number
 from reward_specs.scorer import (
     DomainConfig,
@@ -52,6 +60,11 @@ class StemConfig(DomainConfig):
     fallbacks: tuple[Fallback, ...] = ("answer_is",)
     symbolic: MathConfig = MathConfig()
     """How non-numeric free-form answers are checked (math-verify)."""
+    careful: bool = False
+    """Multiple choice read as a careful grader does (`reward_specs/choice_letters.py`), and
+    free-form numbers normalised by the math domain's rules (`12\\,345`, `1e6`) before reading."""
+
+    added_later: ClassVar[frozenset[str]] = frozenset({"careful"})
 
 
 class StemReference(ReferenceModel):
@@ -64,14 +77,9 @@ class StemReference(ReferenceModel):
     @field_validator("choices")
     @classmethod
     def _choices_distinct(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and len({_norm(c) for c in value}) != len(value):
+        if value is not None and len({norm(c) for c in value}) != len(value):
             raise ValueError("choices must be distinct")
         return value
-
-
-def _norm(text: str) -> str:
-    text = re.sub(r"\\text\{([^}]*)\}", r"\1", text)
-    return re.sub(r"\s+", " ", text.strip().strip("$").strip()).rstrip(".").lower()
 
 
 # ---------------------------------------------------------------- multiple choice
@@ -86,7 +94,7 @@ def _gold_index(reference: StemReference) -> int:
     if gold.isdigit() and int(gold) < len(choices):
         return int(gold)
     for i, choice in enumerate(choices):
-        if _norm(choice) == _norm(gold):
+        if norm(choice) == norm(gold):
             return i
     raise InvalidReference(
         f"the gold answer {gold[:100]!r} is neither a choice's letter nor its text"
@@ -101,20 +109,10 @@ def _letter_in(text: str, n: int) -> int | None:
     return None
 
 
-def _choice_text_in(text: str, choices: list[str]) -> int | None:
-    norm = _norm(text)
-    for i, choice in enumerate(choices):
-        if norm and norm == _norm(choice):
-            return i
-    return None
-
-
 _ANSWER_LETTER = re.compile(
     r"(?:answer|choice|option)\s*(?:\*\*)?\s*(?:is|:)?\s*:?\s*(?:\*\*)?\s*\(?([A-Z])\)?(?![A-Za-z])",
     re.IGNORECASE,
 )
-_PAREN_LETTER = re.compile(r"\(([A-Z])\)")
-_STATED_LETTER = re.compile(r"\b(?:option|choice)\s+\(?([A-Z])\b\)?", re.IGNORECASE)
 
 
 def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
@@ -123,14 +121,14 @@ def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
     # A choice's whole text is read before a letter: "A decrease in pressure" is that choice's
     # text, not choice A followed by words.
     if boxed is not None:
-        found = _choice_text_in(boxed, choices)
+        found = choice_text_in(boxed, choices)
         if found is None:
             found = _letter_in(boxed, n)
         if found is not None:
             return found, "boxed"
     stated = answer_is(text)
     if stated is not None:
-        found = _choice_text_in(stated, choices)
+        found = choice_text_in(stated, choices)
         if found is not None:
             return found, "answer_text"
     for match in reversed(list(_ANSWER_LETTER.finditer(text))):
@@ -139,26 +137,30 @@ def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
         parenthesised = match.group(0).rstrip().endswith(")") and "(" in match.group(0)
         if (match.group(1).isupper() or parenthesised) and LETTERS.index(letter) < n:
             return LETTERS.index(letter), "answer_line"
-    for pattern, source in ((_PAREN_LETTER, "parenthesised"), (_STATED_LETTER, "stated")):
-        for match in reversed(list(pattern.finditer(text))):
-            letter = match.group(1)
-            if letter.isupper() and LETTERS.index(letter) < n:
-                return LETTERS.index(letter), source
-    return None, "none"
+    return choice_letters.mentioned_letter(text, n)
 
 
-def _score_choice(text: str, reference: StemReference) -> Judgement:
+def _score_choice(text: str, reference: StemReference, careful: bool) -> Judgement:
     choices = reference.choices or []
     gold = _gold_index(reference)
     picked, source = _pick_choice(text, choices)
+    rules: list[str] = []
+    if careful:
+        plain = picked
+        picked, source = choice_letters.pick_choice(text, choices)
+        if (plain == gold) is not (picked == gold):
+            rules.append(choice_letters.rule_for(text, picked, source))
+    more = {"rules": rules, "prorl_v1": picked != gold} if rules else {}
+    if picked == choice_letters.AMBIGUOUS:
+        return Judgement.unparsed("two_choices", source=source, **more)
     if picked is None:
-        return Judgement.unparsed("no_choice")
+        return Judgement.unparsed("no_choice", **more)
     ok = picked == gold
     return Judgement(
         score=1.0 if ok else 0.0,
         success=ok,
         parsed=True,
-        details={"extracted": LETTERS[picked], "source": source, "gold": LETTERS[gold]},
+        details={"extracted": LETTERS[picked], "source": source, "gold": LETTERS[gold], **more},
     )
 
 
@@ -210,6 +212,40 @@ def _score_free_form(text: str, reference: StemReference, config: StemConfig) ->
     if answer is None:
         return Judgement.unparsed("no_answer")
     details: dict[str, Any] = {"extracted": answer, "source": source}
+    if config.careful:
+        rewritten, fired = normalise(answer, gold_facts(reference.answer))
+        if fired:
+            return _careful_free_form(answer, rewritten, fired, reference, config, details)
+    return _free_form_verdict(answer, reference, config, details)
+
+
+def _careful_free_form(
+    answer: str,
+    rewritten: str,
+    fired: tuple[Rule, ...],
+    reference: StemReference,
+    config: StemConfig,
+    details: dict[str, Any],
+) -> Judgement:
+    """The verdict on the normalised answer; the rules named when they changed it."""
+    judged = _free_form_verdict(rewritten, reference, config, dict(details))
+    plain = _free_form_verdict(answer, reference, _plain(config), dict(details))
+    if judged.success is plain.success:
+        return judged
+    more = {"rules": [*fired, *judged.details.get("rules", ())], "prorl_v1": plain.success}
+    return Judgement(judged.score, judged.success, True, {**judged.details, **more})
+
+
+@lru_cache(maxsize=64)
+def _plain(config: StemConfig) -> StemConfig:
+    """The same config without the careful rules (prorl-v1's reading)."""
+    symbolic = config.symbolic.model_copy(update={"careful": False, "prose_answer": False})
+    return config.model_copy(update={"careful": False, "symbolic": symbolic})
+
+
+def _free_form_verdict(
+    answer: str, reference: StemReference, config: StemConfig, details: dict[str, Any]
+) -> Judgement:
     gold_value = parse_number(reference.answer)
     if gold_value is not None:
         value = parse_number(answer)
@@ -234,7 +270,7 @@ def score_stem(
     response: str, reference: StemReference, config: StemConfig, ctx: ScoreContext
 ) -> Judgement:
     if reference.choices is not None:
-        return _score_choice(response, reference)
+        return _score_choice(response, reference, config.careful)
     return _score_free_form(response, reference, config)
 
 

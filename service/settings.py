@@ -60,7 +60,7 @@ class Settings(BaseSettings):
             raise ValueError("each API key must be at least 16 characters")
         return value
 
-    default_spec: str = "prorl-v1"
+    default_spec: str = "prorl-v1-careful"
     """Spec used when a request names none."""
     spec_dirs: tuple[Path, ...] = ()
     """Extra directories of `*.toml` specs, loaded after the built-in ones."""

@@ -74,7 +74,9 @@ def test_specs_lists_every_shipped_spec_with_its_hash() -> None:
     done = run("specs")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert any(line.startswith("* prorl-v1 ") and "sha256:" in line for line in lines)
+    assert any(line.startswith("* prorl-v1-careful ") and "sha256:" in line for line in lines)
+    assert any(line.startswith("  prorl-v1 ") and "sha256:" in line for line in lines)
+    assert any("prorl-v1-careful-eval" in line for line in lines)
     assert any("prorl-v1-termination" in line for line in lines)
     assert any("dapo-overlong" in line for line in lines)
 

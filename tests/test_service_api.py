@@ -30,7 +30,7 @@ def test_a_scored_item_carries_every_field(client: httpx.Client) -> None:
     response = client.post("/v1/score", json={"items": [MATH_OK]})
     assert response.status_code == 200
     body = response.json()
-    assert body["spec"]["name"] == "prorl-v1"
+    assert body["spec"]["name"] == "prorl-v1-careful"  # the default: no spec named
     assert body["spec"]["hash"].startswith("sha256:")
     (result,) = body["results"]
     assert result["id"] == "m1"
@@ -197,10 +197,18 @@ def test_limits_are_reported_and_enforced(make_server: Callable[..., Server]) ->
 
 def test_specs_are_listed_with_hashes_and_parameters(client: httpx.Client) -> None:
     body = client.get("/v1/specs").json()
-    assert body["default"] == "prorl-v1"
+    assert body["default"] == "prorl-v1-careful"
     by_name = {s["name"]: s for s in body["specs"]}
-    assert {"prorl-v1", "prorl-v1-termination", "dapo-overlong"} <= set(by_name)
-    assert by_name["prorl-v1"]["default"] is True
+    shipped = {"prorl-v1", "prorl-v1-careful", "prorl-v1-careful-eval", "prorl-v1-termination"}
+    assert shipped | {"dapo-overlong"} <= set(by_name)
+    assert by_name["prorl-v1-careful"]["default"] is True
+    assert by_name["prorl-v1"]["default"] is False
+    careful = by_name["prorl-v1-careful"]["parameters"]["domains"]
+    assert careful["math"]["careful"] is True and careful["stem"]["careful"] is True
+    assert "prose_answer" not in careful["math"]  # off: an added parameter at its default
+    assert by_name["prorl-v1-careful-eval"]["parameters"]["domains"]["math"]["prose_answer"]
+    # prorl-v1 predates the careful grader: its parameters do not name it, so its hash is as it was.
+    assert "careful" not in by_name["prorl-v1"]["parameters"]["domains"]["math"]
     assert by_name["prorl-v1-termination"]["parameters"]["termination"]["truncation"] == {
         "coefficient": 0.0
     }

@@ -1,4 +1,5 @@
-"""The STEM regression table through the engine (prorl-v1), plus reference validation.
+"""The STEM regression table through the engine (prorl-v1 and the default, prorl-v1-careful),
+plus reference validation.
 
 Rows with a `known_issue` are reported disagreements with the right verdict: strict expected
 failures, so a fix shows up as an unexpected pass to be unmarked.
@@ -14,11 +15,12 @@ from math_verify import parse, verify
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
 from reward_specs.extract import last_boxed
 from reward_specs.stem_domain import parse_number
-from tests.cases import StemCase, table_params
+from tests.cases import CAREFUL, PLAIN, StemCase, table_params
 from tests.cases.stem_cases import COLOURS, STEM_CASES
 
 REGISTRY = default_registry()
-SPEC = load_specs(REGISTRY)["prorl-v1"]
+SPECS = load_specs(REGISTRY)
+SPEC = SPECS[PLAIN]
 
 
 def _score(response: str, reference: dict[str, Any]) -> Any:
@@ -26,7 +28,9 @@ def _score(response: str, reference: dict[str, Any]) -> Any:
 
 
 def test_table_shape() -> None:
-    assert len(STEM_CASES) >= 55
+    assert len(STEM_CASES) >= 130
+    beyond = [c for c in STEM_CASES if c.prorl_v1 is not None]
+    assert len(beyond) >= 20 and any(c.prorl_v1 for c in beyond)
     multiple_choice = [c for c in STEM_CASES if c.choices is not None]
     free_form = [c for c in STEM_CASES if c.choices is None]
     assert len(multiple_choice) >= 25 and len(free_form) >= 25
@@ -37,12 +41,18 @@ def test_table_shape() -> None:
 
 
 @pytest.mark.parametrize("case", table_params(STEM_CASES))
-def test_stem_case(case: StemCase) -> None:
-    outcome = _score(case.response, case.reference)
+@pytest.mark.parametrize("spec", [PLAIN, CAREFUL])
+def test_stem_case(case: StemCase, spec: str) -> None:
+    outcome = score_item(
+        REGISTRY, SPECS[spec], Item("stem", case.response, case.reference), ScoreContext()
+    )
+    expected = case.verdict(spec)
     assert outcome.status == "ok", outcome.error
-    assert outcome.success is case.expected, outcome.details
-    assert outcome.score == (1.0 if case.expected else 0.0)
+    assert outcome.success is expected, outcome.details
+    assert outcome.score == (1.0 if expected else 0.0)
     assert outcome.reward == outcome.score
+    if spec == CAREFUL:
+        assert bool(outcome.details.get("rules")) is (case.prorl_v1 is not None), outcome.details
 
 
 @pytest.mark.parametrize(
@@ -54,7 +64,7 @@ def test_symbolic_rows_agree_with_math_verify(case: StemCase) -> None:
     answer = last_boxed(case.response)
     assert answer is not None
     assert verify(parse("\\boxed{" + case.gold + "}"), parse("\\boxed{" + answer + "}")) is (
-        case.expected
+        case.verdict(PLAIN)
     )
 
 

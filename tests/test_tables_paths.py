@@ -1,6 +1,8 @@
 """The math and STEM regression tables through both public paths: the HTTP service and
-`proctor score` (library mode, no server). Verdicts must match the tables, and the two paths must
-give the same bytes for every result (all fields but `elapsed_ms`, a measurement)."""
+`proctor score` (library mode, no server), under the default spec (the careful grader, sent
+without a spec name), prorl-v1 (math-verify alone) and the evaluation spec (prose answers).
+Verdicts must match the tables' columns, and the two paths must give the same bytes for every
+result (all fields but `elapsed_ms`, a measurement)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,13 @@ import pytest
 
 from service.cli import result_line
 from service.schemas import ScoreResult
+from tests.cases import CAREFUL, EVALUATION, PLAIN
 from tests.cases.math_cases import MATH_CASES
 from tests.cases.stem_cases import STEM_CASES
 from tests.helpers import TEST_SPECS, score
+
+SPECS = [None, PLAIN, EVALUATION]
+"""None: the request names no spec, so the server's default (CAREFUL) judges."""
 
 ITEMS: list[dict[str, Any]] = [
     {"id": f"math-{i}", "domain": "math", "response": c.response, "reference": c.reference}
@@ -25,27 +31,40 @@ ITEMS: list[dict[str, Any]] = [
     {"id": f"stem-{i}", "domain": "stem", "response": c.response, "reference": c.reference}
     for i, c in enumerate(STEM_CASES)
 ]
-EXPECTED = [c.expected for c in MATH_CASES] + [c.expected for c in STEM_CASES]
+
+
+def expected(spec: str | None) -> list[bool]:
+    name = spec or CAREFUL
+    return [c.verdict(name) for c in MATH_CASES] + [c.verdict(name) for c in STEM_CASES]
+
+
 KNOWN = [bool(c.known_issue) for c in MATH_CASES] + [bool(c.known_issue) for c in STEM_CASES]
 COMMENTS = [c.comment for c in MATH_CASES] + [c.comment for c in STEM_CASES]
 
 
 def test_the_tables_are_big_enough() -> None:
-    assert len(MATH_CASES) >= 150
-    assert len(STEM_CASES) >= 50
+    assert len(MATH_CASES) >= 300
+    assert len(STEM_CASES) >= 130
+
+
+@pytest.fixture(scope="module", params=SPECS, ids=lambda s: s or "default")
+def spec(request: pytest.FixtureRequest) -> str | None:
+    name: str | None = request.param
+    return name
 
 
 @pytest.fixture(scope="module")
-def http_results(client: httpx.Client) -> list[dict[str, Any]]:
-    results: list[dict[str, Any]] = score(client, ITEMS)
+def http_results(client: httpx.Client, spec: str | None) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = score(client, ITEMS, spec=spec)
     return results
 
 
 @pytest.fixture(scope="module")
-def cli_lines(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+def cli_lines(tmp_path_factory: pytest.TempPathFactory, spec: str | None) -> list[str]:
     folder = tmp_path_factory.mktemp("cli")
     source, target = folder / "items.jsonl", folder / "results.jsonl"
     source.write_text("".join(json.dumps(item) + "\n" for item in ITEMS), encoding="utf-8")
+    named = ["--spec", spec] if spec else []
     subprocess.run(
         [
             sys.executable,
@@ -61,6 +80,7 @@ def cli_lines(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
             "2",
             "--spec-dir",
             str(TEST_SPECS),
+            *named,
         ],
         check=True,
         timeout=900,
@@ -68,13 +88,15 @@ def cli_lines(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return target.read_text(encoding="utf-8").splitlines()
 
 
-def test_http_verdicts_match_the_tables(http_results: list[dict[str, Any]]) -> None:
+def test_http_verdicts_match_the_tables(
+    http_results: list[dict[str, Any]], spec: str | None
+) -> None:
     wrong = [
-        f"{item['id']} ({comment}): expected {expected}, got {result['success']}"
-        for item, result, expected, known, comment in zip(
-            ITEMS, http_results, EXPECTED, KNOWN, COMMENTS, strict=True
+        f"{item['id']} ({comment}): expected {verdict}, got {result['success']}"
+        for item, result, verdict, known, comment in zip(
+            ITEMS, http_results, expected(spec), KNOWN, COMMENTS, strict=True
         )
-        if not known and (result["status"] != "ok" or result["success"] is not expected)
+        if not known and (result["status"] != "ok" or result["success"] is not verdict)
     ]
     assert not wrong, "\n".join(wrong)
     assert [r["id"] for r in http_results] == [i["id"] for i in ITEMS]

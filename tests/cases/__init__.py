@@ -5,9 +5,13 @@ manner of Math-Verify's `parametrize("gold,pred,expected")` tables. The same row
 `score_item` (tests/test_math_domain.py, tests/test_stem_domain.py), the HTTP service and
 `proctor score`; `reference` gives the item's `reference` JSON for any of them.
 
-Math verdicts are math-verify's (`verify(parse("\\boxed{gold}"), parse("\\boxed{extracted}"))`,
-default parse and verify settings) on the final answer a correct extractor finds, `extracted`; the
-tables check that too, so a row can only disagree with our scorer, never with the reference.
+Three verdicts per row, one per spec, in columns: `expected` is the careful grader's (the default
+spec, `prorl-v1-careful`); `math_verify` is math-verify's alone (`prorl-v1`), given only where it
+differs, so the table shows where the careful grader goes beyond it; math's `prose` is the
+evaluation spec's (`prorl-v1-careful-eval`, prose answers read), again only where it differs.
+math-verify's column is `verify(parse("\\boxed{gold}"), parse("\\boxed{extracted}"))` (default
+parse and verify settings) on the final answer prorl-v1's extractor finds, `extracted`; the tables
+check that too, so a row can only disagree with our scorer, never with the reference.
 """
 
 from __future__ import annotations
@@ -17,7 +21,14 @@ from typing import Any
 
 import pytest
 
-__all__ = ["Case", "StemCase", "table_params"]
+__all__ = ["CAREFUL", "EVALUATION", "PLAIN", "Case", "StemCase", "table_params"]
+
+CAREFUL = "prorl-v1-careful"
+"""The default spec: `expected` is its verdict."""
+PLAIN = "prorl-v1"
+"""math-verify's verdicts alone: the `math_verify` (math) and `prorl_v1` (STEM) columns."""
+EVALUATION = "prorl-v1-careful-eval"
+"""The careful grader with prose answers read: the `prose` column (math)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,14 +40,32 @@ class Case:
     expected: bool
     comment: str
     extracted: str | None = None
-    """The final answer a correct extractor takes from `response` (after reasoning is stripped);
-    None when there is none, in which case `expected` is False."""
+    """The final answer prorl-v1's extractor takes from `response` (after reasoning is stripped:
+    the last box, else "the answer is"); None when there is none, and then math-verify's verdict
+    is False."""
     known_issue: str = ""
     """Non-empty when our scorer is known to disagree with `expected` (a reported bug)."""
+    math_verify: bool | None = None
+    """math-verify's verdict (prorl-v1's) where it differs from `expected`."""
+    prose: bool | None = None
+    """The evaluation spec's verdict where it differs from `expected`."""
+    question: str | None = None
+    """The problem's text, sent in the reference (the careful grader reads its angle unit)."""
 
     @property
     def reference(self) -> dict[str, Any]:
-        return {"answer": self.gold}
+        ref: dict[str, Any] = {"answer": self.gold}
+        if self.question is not None:
+            ref["question"] = self.question
+        return ref
+
+    def verdict(self, spec: str) -> bool:
+        """The row's verdict under `spec` (CAREFUL, PLAIN or EVALUATION)."""
+        if spec == PLAIN and self.math_verify is not None:
+            return self.math_verify
+        if spec == EVALUATION and self.prose is not None:
+            return self.prose
+        return self.expected
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +81,8 @@ class StemCase:
     """The item's own relative tolerance, overriding the spec's (free form only)."""
     known_issue: str = ""
     """Non-empty when our scorer is known to disagree with `expected` (a reported bug)."""
+    prorl_v1: bool | None = None
+    """prorl-v1's verdict (the plain letter reader, math-verify alone) where it differs."""
 
     @property
     def reference(self) -> dict[str, Any]:
@@ -61,6 +92,12 @@ class StemCase:
         if self.rel_tol is not None:
             ref["rel_tol"] = self.rel_tol
         return ref
+
+    def verdict(self, spec: str) -> bool:
+        """The row's verdict under `spec`; the evaluation spec judges STEM as the default does."""
+        if spec == PLAIN and self.prorl_v1 is not None:
+            return self.prorl_v1
+        return self.expected
 
 
 def table_params(cases: list[Case] | list[StemCase]) -> list[Any]:

@@ -1,5 +1,7 @@
 r"""The STEM regression table: multiple choice and free-form answers.
 
+`expected` is the default spec's verdict (prorl-v1-careful); `prorl_v1` is prorl-v1's where it
+differs (its plain letter reader; math-verify alone for free-form numbers it cannot read).
 Multiple-choice verdicts are what a careful grader reads as the response's final choice; free-form
 numeric verdicts follow `math.isclose(answer, gold, rel_tol=...)` with the item's `rel_tol`, else
 the spec's (prorl-v1: 0.01); free-form symbolic verdicts are math-verify's.
@@ -262,4 +264,157 @@ STEM_CASES: list[StemCase] = [
         True,
         "kinetic energy",
     ),
+    # ================================================================== the careful reader
+    # Rows below exercise reward_specs/choice_letters.py (and the math rules for free-form
+    # numbers); `prorl_v1=` gives the plain reader's verdict where it differs.
+    # -------------------------------------------------- lower-case standalone letters
+    StemCase(
+        "C",
+        "Blue scatters most.\nanswer: c",
+        True,
+        "lower-case 'answer: c'",
+        COLOURS,
+        prorl_v1=False,
+    ),
+    StemCase(
+        "C",
+        "The answer is c.",
+        True,
+        "lower-case letter ending the sentence",
+        COLOURS,
+        prorl_v1=False,
+    ),
+    StemCase("C", r"$\boxed{c}$", True, "lower-case boxed letter", COLOURS, prorl_v1=False),
+    StemCase(
+        "C", r"Answer: $\text{c}$", True, r"lower-case letter in \text", COLOURS, prorl_v1=False
+    ),
+    StemCase(
+        "B", "The answer is a noble gas.", False, "'a' followed by a word is an article", ELEMENTS
+    ),
+    StemCase(
+        "A",
+        "The answer is a.",
+        True,
+        "lower-case 'a' standing alone is choice A",
+        ELEMENTS,
+        prorl_v1=False,
+    ),
+    # ------------------------------------------------------------------ first-person statements
+    StemCase(
+        "C",
+        "Blue light has the shortest wavelength, so I choose C.",
+        True,
+        "'I choose C'",
+        COLOURS,
+        prorl_v1=False,
+    ),
+    StemCase("C", "After all that, my answer is (c).", True, "'my answer is (c)'", COLOURS),
+    StemCase("D", "I'll go with D.", True, "'I'll go with D'", COLOURS, prorl_v1=False),
+    StemCase("B", "Weighing both, I pick B.", True, "'I pick B'", COLOURS, prorl_v1=False),
+    StemCase("C", "I would choose option C here.", True, "'I would choose option C'", COLOURS),
+    # ------------------------------------------------------------------ the explicit statement wins
+    StemCase(
+        "C",
+        "Answer: C\nOption A is wrong since red scatters least, and option B fails too.",
+        True,
+        "an explicit answer, then a discussion of other options",
+        COLOURS,
+        prorl_v1=False,
+    ),
+    StemCase(
+        "C",
+        "I choose C. To see why the others fail: (A) is too long a wavelength, (B) as well.",
+        True,
+        "'I choose C', then parenthesised letters",
+        COLOURS,
+        prorl_v1=False,
+    ),
+    StemCase(
+        "C",
+        "The answer is (C).\nWhy not option D? Yellow light is scattered less.",
+        True,
+        "'the answer is (C)', then a later 'option D'",
+        COLOURS,
+        prorl_v1=False,
+    ),
+    StemCase(
+        "A",
+        "Answer: C\nOption A is wrong since red scatters least.",
+        False,
+        "a later mention of another option earns nothing",
+        COLOURS,
+        prorl_v1=True,
+    ),
+    StemCase(
+        "C",
+        "Answer: A\nOn reflection, red scatters least.\nAnswer: C",
+        True,
+        "two explicit statements: the last",
+        COLOURS,
+    ),
+    # ------------------------------------------------------------------ bold and \text
+    StemCase("C", "The answer is **C**.", True, "letter in bold", COLOURS),
+    StemCase("C", "**Final answer: C**", True, "the whole statement in bold", COLOURS),
+    StemCase("C", r"Final answer: $\text{(C)}$", True, r"parenthesised letter in \text", COLOURS),
+    StemCase("C", r"Answer: $\textbf{C}$", True, r"letter in \textbf", COLOURS, prorl_v1=False),
+    # ------------------------------------------------------------------ two final letters
+    StemCase(
+        "C",
+        "Answer: A or C",
+        False,
+        "two letters in the final statement: not parsed",
+        COLOURS,
+    ),
+    StemCase(
+        "A",
+        "Answer: A or C",
+        False,
+        "two letters do not earn the first one either",
+        COLOURS,
+        prorl_v1=True,
+    ),
+    StemCase(
+        "C",
+        r"$\boxed{B}, \boxed{C}$",
+        False,
+        "two different final boxes: not parsed",
+        COLOURS,
+        prorl_v1=True,
+    ),
+    StemCase("C", r"$\boxed{B, C}$", False, "two letters in one box: not parsed", COLOURS),
+    StemCase("C", "The answer is C and D.", False, "'C and D': not parsed", COLOURS, prorl_v1=True),
+    StemCase(
+        "C",
+        r"$\boxed{C}$ and again $\boxed{C}$",
+        True,
+        "the same letter twice is one choice",
+        COLOURS,
+    ),
+    StemCase(
+        "C", "The answer is C, not A.", True, "a negated letter is not a second choice", COLOURS
+    ),
+    # -------------------------------------------------- free-form numbers (math rules)
+    StemCase(
+        "12345",
+        r"$\boxed{12\,345}$",
+        True,
+        r"\, thousands separator (thousands_sep)",
+        prorl_v1=False,
+    ),
+    StemCase(
+        "1000",
+        r"$\boxed{1 000}$",
+        True,
+        "space thousands separator (thousands_sep)",
+        prorl_v1=False,
+    ),
+    StemCase("1.22", r"$\boxed{1,22}$", True, "decimal comma (decimal_comma)", prorl_v1=False),
+    StemCase(
+        "0.333",
+        r"$\boxed{0.\overline{3}}$",
+        True,
+        "repeating decimal within 1% (repeating_decimal)",
+        prorl_v1=False,
+    ),
+    StemCase("12345", r"$\boxed{13\,345}$", False, "separated, 8% off"),
 ]

@@ -20,7 +20,7 @@ HARD_MAX_DEPTH = 200
 """The most any setting may allow, and what `score_item` itself enforces: whatever walks a value
 later (pickle, JSON writers, pydantic) stays far from Python's recursion limit."""
 
-_INT_LIMIT = 10 ** sys.int_info.default_max_str_digits
+_INT_LIMIT = 10**sys.int_info.default_max_str_digits
 """Integers this large cannot be written back as decimal JSON by Python (its `int_max_str_digits`
 bound); a reference holding one could not be hashed or echoed."""
 
@@ -44,4 +44,3 @@ def json_problem(value: Any, max_depth: int) -> str | None:
         elif kind is int and abs(node) >= _INT_LIMIT:
             return f"holds an integer of more than {sys.int_info.default_max_str_digits} digits"
     return None
-

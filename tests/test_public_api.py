@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-PACKAGES = ["reward_specs", "sandboxes", "service.dispatch"]
+PACKAGES = ["reward_specs", "sandboxes", "service.dispatch", "proctor_client"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

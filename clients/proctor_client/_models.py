@@ -1,4 +1,4 @@
-"""Typed items and results, mirroring the wire contract (shared/API.md)."""
+"""Typed items and results, mirroring the wire contract (docs/api.md in the repository)."""
 
 from __future__ import annotations
 

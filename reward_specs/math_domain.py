@@ -30,6 +30,7 @@ from pydantic import ConfigDict, Field
 from sympy import And, FiniteSet, Interval, Union
 from sympy.core.relational import Equality, Relational
 
+from reward_specs import faults
 from reward_specs.extract import (
     Fallback,
     extract_answer,
@@ -216,7 +217,9 @@ def _equivalent(
         )
     except TimeoutException:
         return False, {"reason": "parse_timeout"}
-    except Exception as exc:  # noqa: BLE001 - math-verify itself reads any error as "unparsable"
+    except Exception as exc:
+        if faults.ours(exc, _verifier_works, (parse, verify)):
+            raise
         return False, {"reason": "parse_error", "error": type(exc).__name__}
     if not predicted:
         return False, {"reason": "unparsable_answer"}
@@ -245,7 +248,9 @@ def _equivalent(
                     return True, {"path": "sympy", **({"relation_as_set": True} if as_set else {})}
             except TimeoutException:
                 timed_out = True
-            except Exception as exc:  # noqa: BLE001 - verify() reads any error as "not equal"
+            except Exception as exc:
+                if faults.ours(exc, _verifier_works, (parse, verify)):
+                    raise
                 errors.append(type(exc).__name__)
     details: dict[str, Any] = {"path": "sympy"}
     if timed_out:
@@ -253,6 +258,14 @@ def _equivalent(
     if errors:
         details["verify_errors"] = errors[:5]
     return False, details
+
+
+def _verifier_works() -> bool:
+    """The canary of `faults.ours`: math-verify, through this module's names, finds 1/2 in a box
+    and judges it equal to 0.5."""
+    gold = parse("\\boxed{0.5}", _LATEX, raise_on_error=True)
+    answer = parse("\\boxed{\\frac{1}{2}}", _LATEX, raise_on_error=True)
+    return bool(verify(gold, answer, raise_on_error=True))
 
 
 def _is_inequality(expr: Any) -> bool:
@@ -278,7 +291,11 @@ def _prose_answer(text: str, timeout_s: int) -> str | None:
         return None
     try:
         found = parse(sentence, _PROSE, parsing_timeout=timeout_s, raise_on_error=True)
-    except Exception:  # noqa: BLE001 - a timeout or an error: no answer found in the prose
+    except TimeoutException:
+        return None
+    except Exception as exc:  # the prose holds no expression math-verify reads: no answer
+        if faults.ours(exc, _verifier_works, (parse, verify)):
+            raise
         return None
     strings = [item for item in found if isinstance(item, str) and item.strip()]
     return strings[-1].strip() if strings else None

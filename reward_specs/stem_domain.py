@@ -31,7 +31,7 @@ from math_verify.errors import TimeoutException
 from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
-from reward_specs import choice_letters
+from reward_specs import choice_letters, faults
 from reward_specs.choice_letters import choice_text_in, norm
 from reward_specs.extract import Fallback, answer_is, extract_answer, last_boxed
 from reward_specs.math_domain import MathConfig, equivalent
@@ -177,7 +177,9 @@ def _symbolic_value(answer: str, timeout_s: int) -> float | None:
         )
     except TimeoutException:
         return None
-    except Exception:  # noqa: BLE001 - unparsable: the caller falls back to math-verify's verdict
+    except Exception as exc:  # unparsable: the caller falls back to math-verify's verdict
+        if faults.ours(exc, _parser_works, parse):
+            raise
         return None
     for expr in parsed:
         if isinstance(expr, sympy.Expr) and expr.is_number:
@@ -188,6 +190,12 @@ def _symbolic_value(answer: str, timeout_s: int) -> float | None:
             if value is not None:
                 return value
     return None
+
+
+def _parser_works() -> bool:
+    """The canary of `faults.ours`: math-verify, through this module's name, reads sqrt(4) as 2."""
+    parsed = parse("\\boxed{\\sqrt{4}}", _LATEX, raise_on_error=True)
+    return any(isinstance(e, sympy.Expr) and e == 2 for e in parsed)
 
 
 def _evaluate(expr: sympy.Expr, timeout_s: int) -> float | None:

@@ -7,6 +7,7 @@ a thousand series.
 
 from __future__ import annotations
 
+import re
 from collections import Counter as Tally
 from collections.abc import Callable, Collection, Iterable, MutableMapping, Sequence
 from typing import Any
@@ -24,6 +25,15 @@ __all__ = ["Metrics", "StatusCounter"]
 
 UNKNOWN = "unknown"
 """The label of a domain this server does not have."""
+
+
+_REASON = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def _reason_label(reason: object) -> str:
+    """A scorer's reason as a label: our scorers' reasons are short identifiers; anything else
+    is `other`, so that no text of a response can become a series."""
+    return reason if isinstance(reason, str) and _REASON.fullmatch(reason) else "other"
 
 
 class _DispatchCollector(Collector):
@@ -88,6 +98,13 @@ class Metrics:
             ["domain"],
             registry=self.registry,
         )
+        self.judged_zero = Counter(
+            "proctor_judged_zero",
+            "Judged answers that earned nothing for a stated reason (details.reason: timeout, "
+            "parse_error, response_too_large, poison, ...), by domain and reason.",
+            ["domain", "reason"],
+            registry=self.registry,
+        )
         self.registry.register(_DispatchCollector(dispatch_stats))
 
     def observe(self, domains: Sequence[str], results: Sequence[ScoreResult]) -> None:
@@ -105,6 +122,13 @@ class Metrics:
         )
         for domain, n in raised.items():
             self.scorer_exceptions.labels(domain=domain).inc(n)
+        reasons = Tally(
+            (domain if domain in known else UNKNOWN, _reason_label(result.details["reason"]))
+            for domain, result in zip(domains, results, strict=True)
+            if result.status == "ok" and not result.reward and "reason" in result.details
+        )
+        for (domain, reason), n in reasons.items():
+            self.judged_zero.labels(domain=domain, reason=reason).inc(n)
 
 
 class StatusCounter:

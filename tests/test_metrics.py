@@ -25,3 +25,21 @@ def test_scorer_exceptions_and_statuses_are_counted_from_results() -> None:
     assert 'proctor_items_total{domain="puzzle",status="ok"} 2.0' in text
     assert 'proctor_items_total{domain="unknown",status="invalid"} 1.0' in text
     assert "made-up" not in text
+
+
+def test_judged_zeros_are_counted_by_their_reason() -> None:
+    metrics = Metrics(lambda: DispatchStats(backend="test"), domains=["math", "code"])
+    zero = {"status": "ok", "score": 0.0, "reward": 0.0}
+    results = [
+        ScoreResult(**zero, details={"reason": "parse_error", "error": "ValueError"}),
+        ScoreResult(**zero, details={"reason": "parse_error"}),
+        ScoreResult(**zero, details={"reason": "timeout", "limit_s": 30}),
+        ScoreResult(**zero, details={"reason": "Free text from a response!"}),
+        ScoreResult(status="ok", score=1.0, reward=1.0, details={"reason": "ignored"}),
+    ]
+    metrics.observe(["math", "math", "code", "math", "math"], results)
+    text = generate_latest(metrics.registry).decode()
+    assert 'proctor_judged_zero_total{domain="math",reason="parse_error"} 2.0' in text
+    assert 'proctor_judged_zero_total{domain="code",reason="timeout"} 1.0' in text
+    assert 'proctor_judged_zero_total{domain="math",reason="other"} 1.0' in text
+    assert "ignored" not in text and "Free text" not in text

@@ -81,6 +81,19 @@ class Outcome:
     def failure(cls, status: Status, code: str, message: str, elapsed_ms: float = 0.0) -> Outcome:
         return cls(status=status, error={"code": code, "message": message}, elapsed_ms=elapsed_ms)
 
+    @classmethod
+    def judged_zero(cls, reason: str, **details: Any) -> Outcome:
+        """A judged outcome with no credit, for what the response itself caused (a worker it
+        killed, a timeout, a size over the limit), the reason first in `details`."""
+        return cls(
+            status="ok",
+            reward=0.0,
+            score=0.0,
+            success=False,
+            parsed=False,
+            details={"reason": reason, **details},
+        )
+
     def __reduce__(self) -> tuple[type[Outcome], tuple[Any, ...]]:
         # A plain tuple pickles several times faster than a slotted dataclass's default state.
         return (Outcome, tuple(getattr(self, name) for name in Outcome.__slots__))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import importlib
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from reward_specs.scorer import DomainConfig, ReferenceModel, Scorer
 
-__all__ = ["Registry", "UnknownDomain"]
+__all__ = ["Registry", "UnknownDomain", "load_registry"]
 
 
 class UnknownDomain(KeyError):
@@ -56,3 +57,14 @@ class Registry:
 
     def domains(self) -> list[str]:
         return list(self._scorers)
+
+
+def load_registry(path: str) -> Registry:
+    """Resolve a `module:function` registry factory (the service's `registry` setting; the
+    evaluator's `--registry`): a seam for operators' own scorers."""
+    module_name, _, attr = path.partition(":")
+    factory: Callable[[], Registry] = getattr(importlib.import_module(module_name), attr)
+    registry = factory()
+    if not isinstance(registry, Registry):
+        raise TypeError(f"{path} returned {type(registry).__name__}, not a Registry")
+    return registry

@@ -4,23 +4,13 @@ workers alike, so all three see the same specs."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from reward_specs import BUILTIN_SPEC_DIR, Registry, Spec, load_specs
+from reward_specs.registry import load_registry
 
 __all__ = ["load_all_specs", "load_registry"]
-
-
-def load_registry(path: str) -> Registry:
-    """Resolve a `module:function` registry factory (the `registry` setting)."""
-    module_name, _, attr = path.partition(":")
-    factory: Callable[[], Registry] = getattr(importlib.import_module(module_name), attr)
-    registry = factory()
-    if not isinstance(registry, Registry):
-        raise TypeError(f"{path} returned {type(registry).__name__}, not a Registry")
-    return registry
 
 
 def load_all_specs(registry: Registry, spec_dirs: Sequence[Path] = ()) -> dict[str, Spec]:

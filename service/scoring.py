@@ -83,14 +83,7 @@ def _too_large(item: RequestItem, max_bytes: int) -> Outcome | None:
     size = len(item.response.encode("utf-8", "surrogatepass"))
     if size <= max_bytes:
         return None
-    return Outcome(
-        status="ok",
-        reward=0.0,
-        score=0.0,
-        success=False,
-        parsed=False,
-        details={"reason": "response_too_large", "bytes": size, "limit_bytes": max_bytes},
-    )
+    return Outcome.judged_zero("response_too_large", bytes=size, limit_bytes=max_bytes)
 
 
 class _Bounds:

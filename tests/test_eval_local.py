@@ -10,7 +10,7 @@ from typing import Any
 
 from proctor_client.evaluation.local import LocalScorer, outcome_result
 from proctor_client.evaluation.rows import Generation
-from service.dispatch.pool import judged_zero
+from reward_specs import Outcome
 from tests.eval_synthetic import math_row
 
 REGISTRY = "tests.pool_scorers:registry"
@@ -32,7 +32,7 @@ def test_a_poison_row_is_judged_zero_and_no_other_row_is_lost() -> None:
     finally:
         scorer.close()
     expected = outcome_result(
-        judged_zero("poison", message="scoring this item killed a worker twice")
+        Outcome.judged_zero("poison", message="scoring this item killed a worker twice")
     )
     assert {k: v for k, v in results[100].items() if k != "elapsed_ms"} == {
         k: v for k, v in expected.items() if k != "elapsed_ms"

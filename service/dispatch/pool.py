@@ -75,18 +75,6 @@ def _pinned_hash_seed() -> Iterator[None]:
             os.environ["PYTHONHASHSEED"] = previous
 
 
-def judged_zero(reason: str, **details: Any) -> Outcome:
-    """A judged outcome with no credit, for what the response itself caused."""
-    return Outcome(
-        status="ok",
-        reward=0.0,
-        score=0.0,
-        success=False,
-        parsed=False,
-        details={"reason": reason, **details},
-    )
-
-
 @dataclass(eq=False)
 class _Batch:
     spec_name: str
@@ -589,7 +577,7 @@ class WorkerPool:
                 if strikes >= _MAX_STRIKES:
                     self._stats.poison_items += 1
                     message = "scoring this item killed a worker twice"
-                    self._record(batch, culprit, judged_zero("poison", message=message))
+                    self._record(batch, culprit, Outcome.judged_zero("poison", message=message))
                 else:
                     self._requeue(batch, [culprit])
         self._replace(worker)
@@ -614,7 +602,9 @@ class WorkerPool:
             if chunk is not None:
                 if chunk.batch.results[position] is None:
                     limit = self.item_timeout_s
-                    self._record(chunk.batch, position, judged_zero("timeout", limit_s=limit))
+                    self._record(
+                        chunk.batch, position, Outcome.judged_zero("timeout", limit_s=limit)
+                    )
                 self._requeue(chunk.batch, worker.unfinished())
             worker.chunk = None
             self._replace(worker)

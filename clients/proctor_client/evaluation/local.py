@@ -13,7 +13,6 @@ service's pool, no hard per-item time limit backs up the verifiers' own timeouts
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import (
@@ -35,7 +34,6 @@ from reward_specs import (
     Item,
     ItemKey,
     Outcome,
-    Registry,
     ScoreContext,
     Spec,
     canonical_json,
@@ -44,9 +42,10 @@ from reward_specs import (
     reference_key,
     score_item,
 )
+from reward_specs.registry import load_registry
 from sandboxes import SandboxBackend, SandboxError, SandboxSettings, open_backend
 
-__all__ = ["DEFAULT_REGISTRY", "LocalScorer", "load_registry", "outcome_result"]
+__all__ = ["DEFAULT_REGISTRY", "LocalScorer", "outcome_result"]
 
 CHUNK = 64
 """Distinct items per task sent to a worker: small enough for a smooth progress bar."""
@@ -79,15 +78,6 @@ DEFAULT_REGISTRY = "reward_specs.domains:default_registry"
 `registry` setting)."""
 
 
-def load_registry(path: str) -> Registry:
-    module_name, _, attr = path.partition(":")
-    factory: Callable[[], Registry] = getattr(importlib.import_module(module_name), attr)
-    registry = factory()
-    if not isinstance(registry, Registry):
-        raise TypeError(f"{path} returned {type(registry).__name__}, not a Registry")
-    return registry
-
-
 def _start_worker(registry_path: str, spec_dirs: tuple[Path, ...], spec_name: str) -> None:
     registry = load_registry(registry_path)
     _WORKER["registry"] = registry
@@ -101,15 +91,8 @@ def _score_chunk(items: list[Item]) -> list[Outcome]:
 
 
 def _poison() -> Outcome:
-    """The service's verdict on an item that killed a worker twice (`pool.judged_zero`)."""
-    return Outcome(
-        status="ok",
-        reward=0.0,
-        score=0.0,
-        success=False,
-        parsed=False,
-        details={"reason": "poison", "message": "scoring this item killed a worker twice"},
-    )
+    """The service's verdict on an item that killed a worker twice."""
+    return Outcome.judged_zero("poison", message="scoring this item killed a worker twice")
 
 
 class LocalScorer:

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
 
 from reward_specs import BUILTIN_SPEC_DIR, Spec, load_specs
-from service.auth import ExposureError, check_exposure
+from service.auth import ExposureError, check_exposure, redact_access_log
 from service.dispatch.worker import load_registry
 from service.fastjson import dump_json
 from service.main import build_state, create_app
@@ -71,6 +71,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     app = create_app(settings)
     widen_body_buffer()
+    redact_access_log()
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level)
     return 0
 

@@ -98,6 +98,7 @@ def trl_async_call(url: str, golds: list[str], completions: list[str]) -> tuple[
     started = time.perf_counter()
     rewards = asyncio.run_coroutine_threadsafe(call(), loop).result()
     elapsed = time.perf_counter() - started
+    asyncio.run_coroutine_threadsafe(reward.aclose(), loop).result()
     loop.call_soon_threadsafe(loop.stop)
     return rewards, elapsed
 

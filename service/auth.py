@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
+import re
 
 from fastapi import HTTPException, Request
 
 from service.settings import Settings
 
-__all__ = ["ApiKeyAuth", "ExposureError", "check_exposure", "load_keys"]
+__all__ = ["ApiKeyAuth", "ExposureError", "check_exposure", "load_keys", "redact_access_log"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,26 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 QUERY_KEY_PATHS = frozenset({"/v1/openrlhf"})
 """Routes whose callers cannot send a header (OpenRLHF posts to a bare URL): the key may come as
 the `api_key` query parameter instead."""
+
+
+_KEY_IN_QUERY = re.compile(r"(\bapi_key=)[^&\s\"]+")
+
+
+class _RedactQueryKeys(logging.Filter):
+    """Replaces the value of an `api_key` query parameter in a log record's arguments."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _KEY_IN_QUERY.sub(r"\1REDACTED", a) if isinstance(a, str) else a
+                for a in record.args
+            )
+        return True
+
+
+def redact_access_log() -> None:
+    """Keep keys sent in URLs (`QUERY_KEY_PATHS`) out of uvicorn's access log."""
+    logging.getLogger("uvicorn.access").addFilter(_RedactQueryKeys())
 
 
 class ExposureError(ValueError):

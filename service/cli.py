@@ -16,7 +16,7 @@ from tqdm import tqdm
 from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
 
 from reward_specs import Spec
-from service.auth import ExposureError, check_exposure
+from service.auth import ExposureError, check_exposure, redact_access_log
 from service.fastjson import dump_json
 from service.ingest import RequestItem, loads_json, validate_score_request
 from service.loading import load_all_specs, load_registry
@@ -72,6 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     app = create_app(settings)
     widen_body_buffer()
+    redact_access_log()
     uvicorn.run(
         app,
         host=settings.host,

@@ -4,8 +4,10 @@ key unless told `--insecure-no-auth`."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -108,3 +110,32 @@ def test_insecure_no_auth_starts_with_a_warning() -> None:
     finally:
         server.terminate()
         server.communicate(timeout=60)
+
+
+def test_a_key_in_the_url_stays_out_of_the_access_log() -> None:
+    port = free_port()
+    command = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1"]
+    server = subprocess.Popen(
+        [*command, "--port", str(port), "--workers", "1", "--log-level", "info"],
+        env={**os.environ, "PROCTOR_API_KEYS": KEY},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)  # not listening yet
+        body = {"query": ["q \\boxed{2}"], "prompts": ["q"], "labels": ["2"]}
+        reply = httpx.post(f"{url}/v1/openrlhf?api_key={KEY}", json=body, timeout=60)
+        assert reply.status_code == 200
+    finally:
+        server.terminate()
+        log, _ = server.communicate(timeout=60)
+    assert "/v1/openrlhf?api_key=REDACTED" in log
+    assert KEY not in log

@@ -9,6 +9,7 @@ gives when the same completions are scored directly.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 
 from proctor_client import ProctorClient, ScoreItem
 from proctor_client.trl import completion_text, finish_reason, reward_func
-from tests.helpers import Server
+from tests.helpers import Server, free_port
 
 torch = pytest.importorskip("torch")
 datasets = pytest.importorskip("datasets")
@@ -122,6 +123,8 @@ def test_grpo_trainer_logs_the_rewards_proctor_returns(server: Server, tmp_path:
     )
     snapshots.trainer = trainer
     trainer.train()
+    # The reward function's connections live on TRL's reward loop: close them there.
+    asyncio.run_coroutine_threadsafe(reward.aclose(), trainer.async_loop).result(timeout=30)
 
     steps = [s for s in snapshots.steps if "rewards/proctor/mean" in s["logs"]]
     assert len(steps) == 2
@@ -173,9 +176,6 @@ def test_conversational_completions_are_judged_on_the_assistant_text() -> None:
 
 
 def test_an_unjudged_item_is_none_not_zero(server: Server) -> None:
-    import asyncio
-
-    from tests.helpers import free_port
 
     logged: dict[str, list[float]] = {}
 
@@ -183,12 +183,21 @@ def test_an_unjudged_item_is_none_not_zero(server: Server) -> None:
         logged.setdefault(name, []).append(value)
 
     dead = reward_func(f"http://127.0.0.1:{free_port()}", max_retries=0)
-    rewards = asyncio.run(
-        dead(prompts=["q"], completions=["\\boxed{2}"], answer=["2"], log_metric=log_metric)
-    )
-    assert rewards == [None]
-    assert logged["proctor/infra_error_frac"] == [1.0]
     live = reward_func(server.url, spec=SPEC)
     conversational = [[{"role": "assistant", "content": "so \\boxed{2}"}], "\\boxed{7}"]
-    rewards = asyncio.run(live(prompts=["q", "q"], completions=conversational, answer=["2", "2"]))
+
+    async def run() -> tuple[list[float | None], list[float | None]]:
+        try:
+            unjudged = await dead(
+                prompts=["q"], completions=["\\boxed{2}"], answer=["2"], log_metric=log_metric
+            )
+            judged = await live(prompts=["q", "q"], completions=conversational, answer=["2", "2"])
+            return unjudged, judged
+        finally:
+            await dead.aclose()
+            await live.aclose()
+
+    unjudged, rewards = asyncio.run(run())
+    assert unjudged == [None]
+    assert logged["proctor/infra_error_frac"] == [1.0]
     assert rewards == [1.0, 0.0]

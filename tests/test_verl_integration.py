@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from proctor_client import ProctorClient, ScoreItem
-from proctor_client.verl import UnjudgedSample, compute_score, domain_of
+from proctor_client.verl import UnjudgedSample, aclose, compute_score, domain_of
 from tests.helpers import Server
 
 ROOT = Path(__file__).parent.parent
@@ -87,7 +87,10 @@ def test_a_sample_not_judged_by_the_deadline_raises(make_server: Callable[..., S
                           default_domain="sleep", infra_retries=0)
             for i in range(4)
         ]  # fmt: skip
-        return await asyncio.gather(*calls, return_exceptions=True)
+        try:
+            return await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            await aclose()
 
     outcomes = asyncio.run(run())
     judged = [o for o in outcomes if isinstance(o, dict)]
@@ -113,7 +116,10 @@ def test_retries_rescue_a_sample_first_left_unjudged(make_server: Callable[..., 
                           default_domain="sleep", infra_retries=3)
             for i in range(3)
         ]  # fmt: skip
-        return await asyncio.gather(*calls)
+        try:
+            return await asyncio.gather(*calls)
+        finally:
+            await aclose()
 
     assert [o["score"] for o in asyncio.run(run())] == [1.0, 1.0, 1.0]
 

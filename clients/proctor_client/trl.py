@@ -109,6 +109,13 @@ class ProctorRewardFunc:
             self._loop = loop
         return self._client
 
+    async def aclose(self) -> None:
+        """Close this function's connections (TRL's reward loop lives as long as the trainer;
+        call this before closing a loop of your own)."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = self._loop = None
+
     def items(
         self,
         completions: Sequence[Any],

@@ -32,7 +32,7 @@ from proctor_client._errors import ProctorError
 from proctor_client._models import ScoreItem, ScoreResult
 from proctor_client._rows import as_reference
 
-__all__ = ["DATA_SOURCE_DOMAINS", "UnjudgedSample", "compute_score", "domain_of"]
+__all__ = ["DATA_SOURCE_DOMAINS", "UnjudgedSample", "aclose", "compute_score", "domain_of"]
 
 DATA_SOURCE_DOMAINS: Mapping[str, str] = {
     "openai/gsm8k": "math",
@@ -100,6 +100,16 @@ def _coalescer(
         client = AsyncProctorClient(url, api_key=api_key)
         found = _coalescers[key] = (loop, Coalescer(client, spec, linger_s, 4096, deadline_s))
     return found[1]
+
+
+async def aclose() -> None:
+    """Close the connections `compute_score` opened on the running event loop (verl's loop
+    lives as long as its worker; call this before closing a loop of your own)."""
+    loop = asyncio.get_running_loop()
+    for key, (owner, batcher) in list(_coalescers.items()):
+        if owner is loop:
+            del _coalescers[key]
+            await batcher.client.aclose()
 
 
 async def compute_score(

@@ -9,18 +9,18 @@ one was cut at the length limit (`finish_reason: length`), so termination penalt
 
 Labels carry the domain and reference: a JSON object `{"domain": ..., "reference": {...}}` (or
 its JSON text), or a plain gold answer for the route's `domain` (`{"answer": label}`). Query
-parameters: `domain` (default `math`), `spec`, `eos` (repeatable: the tokens that end a response),
-and `api_key`, since OpenRLHF sends no header. An item Proctor could not judge makes the answer a
-503, which OpenRLHF retries; an unusable label or reference is a 422. Never a reward of 0.
+parameters: `domain` (default `math`), `spec`, and `api_key`, since OpenRLHF sends no header.
+An item Proctor could not judge makes the answer a 503, which OpenRLHF retries; an unusable label
+or reference is a 422. Never a reward of 0.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from service.deps import StateDep, field_error
@@ -144,12 +144,10 @@ async def openrlhf(
     state: StateDep,
     domain: str = "math",
     spec: str | None = None,
-    eos: Annotated[list[str] | None, Query()] = None,
 ) -> OpenRLHFResponse:
     chosen = state.specs.get(spec or state.settings.default_spec)
     if chosen is None:
         field_error(["query", "spec"], f"unknown spec {spec!r}", "unknown_spec")
-    end_tokens = tuple(eos) if eos else END_TOKENS
     items = []
     for index, (query, prompt, label) in enumerate(
         zip(body.query, body.prompts, body.labels, strict=True)
@@ -158,7 +156,7 @@ async def openrlhf(
             item_domain, reference = label_item(label, domain)
         except ValueError as exc:
             field_error(["body", "labels", index], str(exc), "invalid_label")
-        response, stopped = split_response(query, prompt, end_tokens)
+        response, stopped = split_response(query, prompt, END_TOKENS)
         items.append(
             ScoreItem(
                 domain=item_domain,

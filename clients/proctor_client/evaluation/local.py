@@ -67,6 +67,7 @@ def outcome_result(outcome: Outcome) -> Result:
         "details": outcome.details,
         "error": outcome.error,
         "elapsed_ms": outcome.elapsed_ms,
+        "meta": None,
     }
 
 

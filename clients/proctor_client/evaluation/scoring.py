@@ -25,7 +25,7 @@ __all__ = [
     "item_fields",
 ]
 
-DEFAULT_SPEC = "prorl-v1"
+DEFAULT_SPEC = "prorl-v1-careful"
 """The spec used when none is named: the service's default (`Settings.default_spec`)."""
 
 Result = dict[str, Any]

@@ -60,7 +60,7 @@ class RemoteScorer:
         for start in range(0, len(rows), CHUNK):
             chunk = rows[start : start + CHUNK]
             scored = self._client.score([item_fields(r) for r in chunk], spec=self._spec.name)
-            results += [r.model_dump(mode="json", exclude={"meta"}) for r in scored]
+            results += [r.model_dump(mode="json") for r in scored]
             progress(len(chunk))
         return results
 

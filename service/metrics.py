@@ -109,23 +109,16 @@ class Metrics:
 
     def observe(self, domains: Sequence[str], results: Sequence[ScoreResult]) -> None:
         known = self.domains
-        counts = Tally(
-            (domain if domain in known else UNKNOWN, result.status)
-            for domain, result in zip(domains, results, strict=True)
-        )
-        for (domain, status), n in counts.items():
+        labelled = list(zip((d if d in known else UNKNOWN for d in domains), results, strict=True))
+        for (domain, status), n in Tally((d, r.status) for d, r in labelled).items():
             self.items.labels(domain=domain, status=status).inc(n)
-        raised = Tally(
-            domain if domain in known else UNKNOWN
-            for domain, result in zip(domains, results, strict=True)
-            if "scorer_exception" in result.details
-        )
+        raised = Tally(d for d, r in labelled if "scorer_exception" in r.details)
         for domain, n in raised.items():
             self.scorer_exceptions.labels(domain=domain).inc(n)
         reasons = Tally(
-            (domain if domain in known else UNKNOWN, _reason_label(result.details["reason"]))
-            for domain, result in zip(domains, results, strict=True)
-            if result.status == "ok" and not result.reward and "reason" in result.details
+            (d, _reason_label(r.details["reason"]))
+            for d, r in labelled
+            if r.status == "ok" and not r.reward and "reason" in r.details
         )
         for (domain, reason), n in reasons.items():
             self.judged_zero.labels(domain=domain, reason=reason).inc(n)

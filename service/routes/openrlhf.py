@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from service.deps import StateDep, field_error
 from service.ingest import ScoreBody
-from service.routes.score import _score
+from service.routes.score import score_body
 from service.schemas import ScoreItem, ScoreResult
 
 router = APIRouter(tags=["integrations"])
@@ -165,7 +165,7 @@ async def openrlhf(
                 finish_reason="stop" if stopped else "length",
             )
         )
-    scored = await _score(state, chosen, ScoreBody(items=items), "openrlhf")
+    scored = await score_body(state, chosen, ScoreBody(items=items), "openrlhf")
     _refuse_unjudged(scored.results)
     ok = scored.results
     return OpenRLHFResponse(

@@ -29,7 +29,7 @@ _JOB_SLICE = 1024
 """Items a job scores under one request deadline (its progress moves per item regardless)."""
 
 
-async def _score(
+async def score_body(
     state: AppState,
     spec: Spec,
     body: ScoreBody,
@@ -89,7 +89,7 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
 async def score(request: Request, state: StateDep) -> Response:
     body = await read_score_request(request)
     spec = resolve_spec(state, body)
-    return json_response(await _score(state, spec, body, "score"))
+    return json_response(await score_body(state, spec, body, "score"))
 
 
 @router.post(
@@ -111,7 +111,7 @@ async def create_job(request: Request, state: StateDep) -> JobAccepted:
         results: list[ScoreResult] = []
         for start in range(0, len(body.items), _JOB_SLICE):
             part = slice(start, start + _JOB_SLICE)
-            scored = await _score(state, spec, body, "job", part, job.advance)
+            scored = await score_body(state, spec, body, "job", part, job.advance)
             results.extend(scored.results)
         return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)
 

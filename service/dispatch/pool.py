@@ -33,7 +33,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from reward_specs import Item, Outcome
+from reward_specs.hash_seed import pinned_hash_seed
 from service.dispatch.worker import worker_main
 
 __all__ = ["PoolStats", "WorkerPool", "plan_chunks"]
@@ -56,23 +57,6 @@ _CRASH_WINDOW_S = 60.0
 STALL_S = 60.0
 """A manager whose loop has not come round for this long is taken to be wedged and replaced (an
 iteration normally takes well under a second; the longest waits in it are a few seconds)."""
-
-
-@contextlib.contextmanager
-def _pinned_hash_seed() -> Iterator[None]:
-    """Workers fork from one forkserver interpreter, started (or restarted, if it died) with the
-    environment of the moment. Its hash seed is pinned so that scorers whose data depends on set
-    and dict iteration order (five Reasoning Gym generators) regenerate the same entries in every
-    worker and on every machine."""
-    previous = os.environ.get("PYTHONHASHSEED")
-    os.environ["PYTHONHASHSEED"] = "0"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["PYTHONHASHSEED"]
-        else:
-            os.environ["PYTHONHASHSEED"] = previous
 
 
 @dataclass(eq=False)
@@ -316,7 +300,7 @@ class WorkerPool:
             daemon=True,
         )
         try:
-            with _pinned_hash_seed():
+            with pinned_hash_seed():
                 process.start()
         finally:
             child.close()

@@ -24,6 +24,7 @@ from concurrent.futures import (
     wait,
 )
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from reward_specs import (
     reference_key,
     score_item,
 )
+from reward_specs.hash_seed import pinned_hash_seed
 from reward_specs.registry import load_registry
 from sandboxes import SandboxBackend, SandboxError, SandboxSettings, open_backend
 
@@ -131,6 +133,8 @@ class LocalScorer:
             # (no parent threads inherited, no per-worker import of sympy and reasoning-gym).
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["proctor_client.evaluation.local"])
+            with pinned_hash_seed():  # as the service's workers: every puzzle regenerates
+                forkserver.ensure_running()
             self._pool = ProcessPoolExecutor(
                 self._workers,
                 mp_context=context,

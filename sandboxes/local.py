@@ -21,12 +21,18 @@ import signal
 import subprocess
 import tempfile
 import threading
-from typing import IO, Any
+from typing import IO
 
 from sandboxes._pool import SupervisorPool
 from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
 from sandboxes.settings import SandboxSettings
-from sandboxes.supervisor import BOOTSTRAP, _children, _descendants
+from sandboxes.supervisor import (
+    BOOTSTRAP,
+    SupervisorConfig,
+    _children,
+    _descendants,
+    supervisor_config,
+)
 
 __all__ = ["LocalBackend", "UnsafeBackend"]
 
@@ -173,7 +179,7 @@ class ProcessChannel:
             self._workdir = None
 
 
-def _bwrap_argv(settings: SandboxSettings, config: dict[str, Any], as_root: bool) -> list[str]:
+def _bwrap_argv(settings: SandboxSettings, config: SupervisorConfig, as_root: bool) -> list[str]:
     bwrap = shutil.which(settings.bwrap)
     if bwrap is None:
         raise SandboxUnavailable(
@@ -238,7 +244,8 @@ class LocalBackend:
         self._as_root = os.geteuid() == 0
         if not os.path.exists(settings.python):
             raise SandboxUnavailable(f"{settings.python} not found (the sandbox's interpreter)")
-        _bwrap_argv(settings, {}, self._as_root)  # fails early when bubblewrap is missing
+        # fails early when bubblewrap is missing
+        _bwrap_argv(settings, supervisor_config({"work_root": "/sandbox"}), self._as_root)
         self._pool = SupervisorPool(
             self.name,
             settings,
@@ -249,16 +256,18 @@ class LocalBackend:
 
     def _start(self) -> ProcessChannel:
         lease = UidLease(self._settings) if self._as_root else None
-        config: dict[str, Any] = {
-            "work_root": "/sandbox",
-            "run_uid": lease.uid if lease else None,
-            "pid_namespace": True,
-            "ipc_namespace": True,
-            "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
-            "max_files": self._settings.tmpfs_files,  # bubblewrap's tmpfs has no nr_inodes
-            "set_nproc": self._as_root,
-            "fork_python": self._settings.fork_python,
-        }
+        config = supervisor_config(
+            {
+                "work_root": "/sandbox",
+                "run_uid": lease.uid if lease else None,
+                "pid_namespace": True,
+                "ipc_namespace": True,
+                "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
+                "max_files": self._settings.tmpfs_files,  # bubblewrap's tmpfs has no nr_inodes
+                "set_nproc": self._as_root,
+                "fork_python": self._settings.fork_python,
+            }
+        )
         argv = _bwrap_argv(self._settings, config, self._as_root)
         channel = ProcessChannel(argv, lease, jailed=True)
         try:
@@ -313,15 +322,17 @@ class UnsafeBackend:
         lease = UidLease(self._settings) if self._as_root else None
         workdir = tempfile.mkdtemp(prefix="proctor-unsafe-")
         os.chmod(workdir, 0o755)
-        config: dict[str, Any] = {
-            "work_root": workdir,
-            "run_uid": lease.uid if lease else None,
-            "pid_namespace": False,
-            "wipe": [],
-            "set_nproc": self._as_root,
-            "tmpdir": workdir,
-            "fork_python": self._settings.fork_python,
-        }
+        config = supervisor_config(
+            {
+                "work_root": workdir,
+                "run_uid": lease.uid if lease else None,
+                "pid_namespace": False,
+                "wipe": [],
+                "set_nproc": self._as_root,
+                "tmpdir": workdir,
+                "fork_python": self._settings.fork_python,
+            }
+        )
         argv = [self._settings.python, "-S", "-c", BOOTSTRAP, json.dumps(config)]
         return ProcessChannel(argv, lease, workdir, jailed=False)
 

@@ -50,7 +50,7 @@ import sys
 import time
 import traceback  # imported here, once, for the forked Python programs (see _python_main)
 import types
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO, NoReturn, TypedDict
 
 PROTOCOL_VERSION = 1
 
@@ -74,6 +74,66 @@ _POLL_S = 0.02
 _MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory")
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+class SupervisorConfig(TypedDict):
+    """How a backend sets up the supervisor it starts (JSON on the command line). A backend
+    gives `work_root` and what differs from `CONFIG_DEFAULTS`; `supervisor_config` fills in
+    the rest and refuses a key it does not know."""
+
+    work_root: str
+    """Where each request's work directory is made (emptied after each request)."""
+    wipe: list[str]
+    """Directories emptied after each request (the jail's writable tmpfs mounts)."""
+    run_uid: int | None
+    """The uid programs run as, when the supervisor is root (None: the supervisor's own)."""
+    run_gid: int | None
+    """Their gid (None: the same number as `run_uid`)."""
+    set_nproc: bool
+    """Whether RLIMIT_NPROC bounds a run's processes (not where every sandbox shares one uid,
+    as docker's: the pids cgroup bounds them there)."""
+    nofile: int
+    """RLIMIT_NOFILE of the programs."""
+    max_files: int
+    """Files a run may create in one file system, polled (0: not polled, as where the tmpfs
+    has an inode limit)."""
+    pid_namespace: bool
+    """The supervisor is its jail's init: every process left at a step's end is killed."""
+    ipc_namespace: bool
+    """System V IPC objects left after a run are the run's: the sandbox is then recycled."""
+    fork_python: bool
+    """`python3` steps run in a fork of the supervisor (see `_python_invocation`)."""
+    tmpdir: str | None
+    """TMPDIR of the programs (None: /tmp)."""
+    connect: str | None
+    """The backend's Unix socket, used for frames instead of stdin/stdout."""
+    token: str
+    """Sent first on that socket, so the backend knows it is us."""
+
+
+CONFIG_DEFAULTS: dict[str, Any] = {
+    "wipe": [],
+    "run_uid": None,
+    "run_gid": None,
+    "set_nproc": True,
+    "nofile": 256,
+    "max_files": 0,
+    "pid_namespace": False,
+    "ipc_namespace": False,
+    "fork_python": True,
+    "tmpdir": None,
+    "connect": None,
+    "token": "",
+}
+
+
+def supervisor_config(given: dict[str, Any]) -> SupervisorConfig:
+    """`given` over the defaults; a key the supervisor does not know is a backend's mistake."""
+    unknown = set(given) - set(SupervisorConfig.__annotations__)
+    if unknown or "work_root" not in given:
+        raise ValueError(f"bad supervisor configuration: unknown {sorted(unknown)} or no work_root")
+    config: SupervisorConfig = {**CONFIG_DEFAULTS, **given}  # type: ignore[typeddict-item]
+    return config
 
 
 def _prctl(option: int, value: int) -> None:
@@ -533,34 +593,8 @@ def _report_uncaught(exc: BaseException, tb: types.TracebackType | None) -> None
         sys.__excepthook__(type(exc), exc, tb)
 
 
-def _python_main(
-    program: str,
-    invocation: _Invocation,
-    env: dict[str, str],
-) -> NoReturn:
-    """Become `python3 [flags] script args` (or `-c code`) in this forked child, then exit."""
-    flags, script, code, args, compiled = invocation
-    _prctl(_PR_SET_DUMPABLE, 1)  # it is the program's process now
-    atexit._clear()
-    os.environ.clear()
-    os.environ.update(env)
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
-    _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
-    _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)
-    path = list(_STDLIB_PATH if "S" in flags else _SITE_PATH)
-    if "I" not in flags:
-        path.insert(0, os.path.dirname(os.path.abspath(script)) if script else "")
-    sys.path[:] = path
-    sys.argv = [script if script is not None else "-c", *args]
-    sys.dont_write_bytecode = True
-    # The program starts this many frames deep: give them back to its recursion limit.
-    depth = 0
-    frame = sys._getframe()
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back  # type: ignore[assignment]
-    sys.setrecursionlimit(sys.getrecursionlimit() + depth + 1)  # + the exec() call itself
-    unbuffered = "u" in flags
+def _python_streams(unbuffered: bool) -> None:
+    """sys.stdin/stdout/stderr over fds 0-2, as `python3` (with -u: `unbuffered`) opens them."""
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
         binary: Any = raw
@@ -578,40 +612,54 @@ def _python_main(
         )
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
+
+
+def _become_python(
+    flags: frozenset[str], script: str | None, args: list[str], env: dict[str, str]
+) -> types.ModuleType:
+    """Give this forked child the process and interpreter state of a fresh `python3` about to
+    run `script` (None: `-c`); returns its `__main__` module."""
+    _prctl(_PR_SET_DUMPABLE, 1)  # it is the program's process now
+    atexit._clear()
+    os.environ.clear()
+    os.environ.update(env)
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
+    _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)
+    path = list(_STDLIB_PATH if "S" in flags else _SITE_PATH)
+    if "I" not in flags:
+        path.insert(0, os.path.dirname(os.path.abspath(script)) if script else "")
+    sys.path[:] = path
+    sys.argv = [script if script is not None else "-c", *args]
+    sys.dont_write_bytecode = True
+    _python_streams("u" in flags)
     main = types.ModuleType("__main__")
     main.__dict__.update(__builtins__=builtins, __cached__=None, __loader__=None, __spec__=None)
     if script is not None:
         main.__file__ = os.path.abspath(script)
     sys.modules["__main__"] = main
-    filename = os.path.abspath(script) if script is not None else "<string>"
-    source: bytes | str = ""
-    if compiled is not None:
-        pass  # a shared file the supervisor compiled already (as below), unchanged since
-    elif script is not None:
-        try:
-            with open(script, "rb") as f:
-                source = f.read()
-        except OSError as exc:
-            os.write(
-                2,
-                f"{program}: can't open file {main.__file__!r}: [Errno {exc.errno}] "
-                f"{exc.strerror}\n".encode(),
-            )
-            os._exit(2)
-    else:
-        source = code or ""
-    os.close(3)  # the exec-error pipe: from here on, failures are the program's
-    status = 0
+    return main
+
+
+def _program_source(program: str, script: str | None, code: str | None) -> bytes | str:
+    """The script's bytes (or the `-c` code); a script that cannot be read ends the process as
+    `python3` does, with status 2."""
+    if script is None:
+        return code or ""
     try:
-        # compile() here, not in a helper: a traceback shows no frame of ours (tb_next below)
-        # dont_inherit: not this module's `from __future__ import annotations` (python3 evaluates
-        # a program's annotations: `def f(x: List[int])` without its import is a NameError).
-        exec(compiled or compile(source, filename, "exec", dont_inherit=True), main.__dict__)
-    except SystemExit as exc:
-        status = _exit_status(exc)
-    except BaseException as exc:  # noqa: BLE001 - printed like the interpreter does, exit 1
-        _report_uncaught(exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
-        status = 1
+        with open(script, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        message = (
+            f"{program}: can't open file {os.path.abspath(script)!r}: [Errno {exc.errno}] "
+            f"{exc.strerror}\n"
+        )
+        os.write(2, message.encode())
+        os._exit(2)
+
+
+def _exit_python(status: int) -> NoReturn:
+    """End as the interpreter does: join threads, run atexit handlers, flush, exit."""
     try:
         threading = sys.modules.get("threading")
         if threading is not None:
@@ -627,6 +675,39 @@ def _python_main(
         except BaseException:  # noqa: BLE001 - CPython exits 120 when the final flush fails
             status = 120
     os._exit(status)
+
+
+def _python_main(
+    program: str,
+    invocation: _Invocation,
+    env: dict[str, str],
+) -> NoReturn:
+    """Become `python3 [flags] script args` (or `-c code`) in this forked child, then exit."""
+    flags, script, code, args, compiled = invocation
+    main = _become_python(flags, script, args, env)
+    # The program starts this many frames deep: give them back to its recursion limit.
+    depth = 0
+    frame = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    sys.setrecursionlimit(sys.getrecursionlimit() + depth + 1)  # + the exec() call itself
+    filename = os.path.abspath(script) if script is not None else "<string>"
+    # A shared file the supervisor compiled already (`compiled`) is unchanged since.
+    source = "" if compiled is not None else _program_source(program, script, code)
+    os.close(3)  # the exec-error pipe: from here on, failures are the program's
+    status = 0
+    try:
+        # compile() here, not in a helper: a traceback shows no frame of ours (tb_next below)
+        # dont_inherit: not this module's `from __future__ import annotations` (python3 evaluates
+        # a program's annotations: `def f(x: List[int])` without its import is a NameError).
+        exec(compiled or compile(source, filename, "exec", dont_inherit=True), main.__dict__)
+    except SystemExit as exc:
+        status = _exit_status(exc)
+    except BaseException as exc:  # noqa: BLE001 - printed like the interpreter does, exit 1
+        _report_uncaught(exc, exc.__traceback__.tb_next if exc.__traceback__ else None)
+        status = 1
+    _exit_python(status)
 
 
 # ----------------------------------------------------------------------------- one step
@@ -653,7 +734,7 @@ def _child(
     limits: dict[str, Any],
     cpu_s: float,
     fds: tuple[int, int, int, int],
-    cfg: dict[str, Any],
+    cfg: SupervisorConfig,
     invocation: _Invocation | None,
 ) -> NoReturn:
     """In the forked child: confine ourselves, then exec (or become the forked Python program
@@ -686,18 +767,18 @@ def _child(
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 1))
         _set_rlimit(resource.RLIMIT_AS, int(limits["memory_bytes"]))
         _set_rlimit(resource.RLIMIT_FSIZE, int(limits["file_size_bytes"]))
-        _set_rlimit(resource.RLIMIT_NOFILE, int(cfg.get("nofile", 256)))
+        _set_rlimit(resource.RLIMIT_NOFILE, cfg["nofile"])
         _set_rlimit(resource.RLIMIT_CORE, 0)
         # No POSIX message queue can be made: one would outlive the run, readable by the next.
         _set_rlimit(resource.RLIMIT_MSGQUEUE, 0)
         _set_rlimit(resource.RLIMIT_STACK, min(int(limits["memory_bytes"]), 256 * 1024 * 1024))
-        if cfg.get("set_nproc", True):
+        if cfg["set_nproc"]:
             _set_rlimit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
-        uid = cfg.get("run_uid")
+        uid, gid = cfg["run_uid"], cfg["run_gid"]
         if uid is not None and os.geteuid() == 0:
             os.setgroups([])
-            os.setgid(int(cfg.get("run_gid", uid)))
-            os.setuid(int(uid))
+            os.setgid(uid if gid is None else gid)
+            os.setuid(uid)
         # no-new-privileges: set on the supervisor itself, inherited by every child
         os.chdir(workdir)
         if invocation is not None:
@@ -747,6 +828,240 @@ def _drain(fd: int, buf: bytearray, total: int, cap: int) -> int:
     return total
 
 
+class _Step:
+    """One program of a request while it runs: its pipes, and what watching it has seen."""
+
+    __slots__ = (
+        "cpu",
+        "err_r",
+        "exc_r",
+        "killed_for",
+        "main_done",
+        "note",
+        "out_cap",
+        "out_r",
+        "outputs",
+        "pid",
+        "pidfd",
+        "start",
+        "statuses",
+        "stdin_w",
+        "total_out",
+    )
+
+    def __init__(
+        self, start: float, pid: int, fds: tuple[int, int, int, int], out_cap: int
+    ) -> None:
+        self.start = start
+        self.pid = pid
+        self.stdin_w, self.out_r, self.err_r, self.exc_r = fds
+        self.pidfd = -1
+        self.out_cap = out_cap
+        self.outputs = {self.out_r: bytearray(), self.err_r: bytearray()}
+        self.total_out = 0
+        self.killed_for: str | None = None
+        self.note = ""
+        self.cpu = 0.0
+        self.statuses: dict[int, int] = {}
+        self.main_done = False
+
+    def take(self, fd: int, data: bytes) -> None:
+        """Keep what fits of `data` under the output limit; past it, the step is stopped."""
+        self.outputs[fd] += data[: max(self.out_cap - self.total_out, 0)]
+        self.total_out += len(data)
+        if self.total_out > self.out_cap:
+            self.killed_for = "output_limit"
+
+    def drain(self) -> None:
+        """Take what is already in both (non-blocking) output pipes."""
+        for fd in (self.out_r, self.err_r):
+            self.total_out = _drain(fd, self.outputs[fd], self.total_out, self.out_cap)
+        if self.total_out > self.out_cap:
+            self.killed_for = "output_limit"
+
+    def close_stdin(self) -> None:
+        if self.stdin_w >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.stdin_w)
+            self.stdin_w = -1
+
+    def close(self) -> None:
+        self.close_stdin()
+        for fd in (self.out_r, self.err_r, self.pidfd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def exec_error(self) -> bytes:
+        """What the child wrote to the exec-error pipe (nothing once the program started)."""
+        data = b""
+        while chunk := os.read(self.exc_r, 4096):
+            data += chunk
+        os.close(self.exc_r)
+        return data
+
+
+def _spawn(
+    argv: list[str],
+    workdir: str,
+    env: dict[str, str],
+    limits: dict[str, Any],
+    cpu_s: float,
+    cfg: SupervisorConfig,
+    invocation: _Invocation | None,
+) -> _Step:
+    """Fork the step's process, which confines itself and becomes the program (`_child`)."""
+    stdin_r, stdin_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
+    start = time.monotonic()
+    # Every object so far is left out of the child's garbage collections, which would otherwise
+    # write to (copy) the pages of objects the program never uses.
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:
+        _child(argv, workdir, env, limits, cpu_s, (stdin_r, out_w, err_w, exc_w), cfg, invocation)
+    gc.unfreeze()
+    for fd in (stdin_r, out_w, err_w, exc_w):
+        os.close(fd)
+    return _Step(start, pid, (stdin_w, out_r, err_r, exc_r), int(limits["output_bytes"]))
+
+
+def _feed(step: _Step, sel: selectors.BaseSelector, view: memoryview) -> memoryview:
+    """Write the next piece of stdin; once all is written (or the program closed its end),
+    close it. Returns what is left to write."""
+    try:
+        view = view[os.write(step.stdin_w, view[:_READ_CHUNK]) :]
+    except BlockingIOError:
+        pass
+    except OSError:  # the program closed its stdin
+        view = view[:0]
+    if not view:
+        sel.unregister(step.stdin_w)
+        step.close_stdin()
+    return view
+
+
+def _over_limits(
+    step: _Step, reaper: _Reaper, cpu_s: float, mem_cap: int, cfg: SupervisorConfig
+) -> str | None:
+    """At each poll: the limit the step's processes passed together, if any."""
+    step.cpu += reaper.reap_ready(step.statuses)
+    live_cpu, resident = _live_usage(reaper.run_processes())
+    if step.cpu + live_cpu >= cpu_s:
+        return "timeout"
+    if resident > mem_cap:
+        # RLIMIT_AS bounds each process; this bounds them together (no cgroup needed).
+        return "memory"
+    max_files = cfg["max_files"]  # 0: not polled (docker: nr_inodes bounds it)
+    if max_files and _files_over([cfg["work_root"], *cfg["wipe"]], max_files):
+        step.note = f"sandbox: more than {max_files} files in one file system\n"
+        return "runtime_error"
+    return None
+
+
+def _watch(
+    step: _Step,
+    stdin: bytes,
+    cpu_s: float,
+    wall_s: float,
+    reaper: _Reaper,
+    limits: dict[str, Any],
+    cfg: SupervisorConfig,
+) -> None:
+    """Feed stdin and gather output until the main process exits or a limit is passed (then
+    `step.killed_for` names it)."""
+    mem_cap = int(limits["memory_bytes"])
+    sel = selectors.DefaultSelector()
+    try:
+        # Pipes as large as the output limit need not be read while the program runs: it cannot
+        # block on them before it has written more than it may. They are read at each poll and
+        # at the end, so that a program's every write is not also a wake-up of the supervisor.
+        lazy = _enlarge_pipe(step.out_r, step.out_cap) and _enlarge_pipe(step.err_r, step.out_cap)
+        for fd in (step.out_r, step.err_r):
+            os.set_blocking(fd, False)
+            if not lazy:
+                sel.register(fd, selectors.EVENT_READ)
+        step.pidfd = os.pidfd_open(step.pid)
+        sel.register(step.pidfd, selectors.EVENT_READ)
+        view = memoryview(stdin)
+        if view:
+            os.set_blocking(step.stdin_w, False)
+            sel.register(step.stdin_w, selectors.EVENT_WRITE)
+        else:
+            step.close_stdin()
+        deadline = step.start + wall_s
+        next_check = step.start + _POLL_S
+        while not step.main_done and step.killed_for is None:
+            timeout = max(0.0, min(deadline, next_check) - time.monotonic())
+            for key, _ in sel.select(timeout):
+                if key.fd == step.pidfd:
+                    step.main_done = True
+                elif key.fd == step.stdin_w:
+                    view = _feed(step, sel, view)
+                else:
+                    try:
+                        data = os.read(key.fd, _READ_CHUNK)
+                    except BlockingIOError:
+                        continue
+                    if data:
+                        step.take(key.fd, data)
+                    else:
+                        sel.unregister(key.fd)
+            now = time.monotonic()
+            if step.killed_for is None and now >= next_check:
+                next_check = now + _POLL_S
+                if lazy:
+                    step.drain()
+                if step.killed_for is None:
+                    step.killed_for = _over_limits(step, reaper, cpu_s, mem_cap, cfg)
+            if step.killed_for is None and now >= deadline:
+                step.killed_for = "timeout"
+        if step.killed_for is None:
+            step.drain()  # the main process has exited: take what is already in the pipes
+    finally:
+        sel.close()
+
+
+def _reap(step: _Step, reaper: _Reaper) -> tuple[int | None, set[int]]:
+    """Kill and reap everything of the step (the main process included), counting CPU time;
+    returns the main process's wait status and the other processes that were killed."""
+    main_status = step.statuses.get(step.pid)
+    if main_status is None and step.main_done:
+        try:
+            wpid, status, ru = os.wait4(step.pid, os.WNOHANG)
+        except ChildProcessError:
+            wpid = 0
+        if wpid:
+            step.cpu += _rusage_cpu(ru)
+            step.statuses[step.pid] = main_status = status
+    extra_cpu, killed = reaper.kill_all(step.statuses)
+    killed.discard(step.pid)
+    step.cpu += extra_cpu
+    if main_status is None:
+        main_status = step.statuses.get(step.pid)
+    return main_status, killed
+
+
+def _classify(
+    killed_for: str | None, exit_code: int | None, sig: int | None, stderr: bytes
+) -> tuple[str, bool]:
+    """A step's status from how it ended, and whether the kernel's OOM killer ended it."""
+    if killed_for is not None:
+        return killed_for, False
+    if sig == signal.SIGXCPU:
+        return "timeout", False
+    if exit_code == 0:
+        return "ok", False
+    if sig == signal.SIGKILL:
+        # Not killed by us: the kernel's OOM killer (container memory cap) is the usual cause.
+        return "memory", True
+    if any(marker in stderr for marker in _MEMORY_MARKERS):
+        return "memory", False
+    return "runtime_error", False
+
+
 def _run_step(
     argv: list[str],
     stdin: bytes,
@@ -756,159 +1071,27 @@ def _run_step(
     cpu_s: float,
     wall_s: float,
     reaper: _Reaper,
-    cfg: dict[str, Any],
+    cfg: SupervisorConfig,
     shared_keys: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], float, int]:
     """Run one program; returns (result dict, CPU seconds used, leftover processes killed).
     `shared_keys`: the request's shared files, given for its first step only."""
-    out_cap = int(limits["output_bytes"])
-    mem_cap = int(limits["memory_bytes"])
-    max_files = int(cfg.get("max_files") or 0)  # 0: not polled (docker: nr_inodes bounds it)
-    file_roots = [cfg["work_root"], *cfg.get("wipe", ())] if max_files else []
-    stdin_r, stdin_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
     # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
-    invocation = _python_invocation(argv, env, workdir) if cfg.get("fork_python", True) else None
+    invocation = _python_invocation(argv, env, workdir) if cfg["fork_python"] else None
     if invocation is not None and shared_keys:
         invocation = _shared_code(invocation, workdir, shared_keys)
-    start = time.monotonic()
-    # Every object so far is left out of the child's garbage collections, which would otherwise
-    # write to (copy) the pages of objects the program never uses.
-    gc.freeze()
-    pid = os.fork()
-    if pid == 0:
-        fds = (stdin_r, out_w, err_w, exc_w)
-        _child(argv, workdir, env, limits, cpu_s, fds, cfg, invocation)
-    gc.unfreeze()
-    for fd in (stdin_r, out_w, err_w, exc_w):
-        os.close(fd)
-
-    statuses: dict[int, int] = {}
-    cpu = 0.0
-    outputs = {out_r: bytearray(), err_r: bytearray()}
-    total_out = 0
-    killed_for = None
-    stopped_note = ""
-    sel = selectors.DefaultSelector()
-    # Pipes as large as the output limit need not be read while the program runs: it cannot
-    # block on them before it has written more than it may. They are read at each poll and at
-    # the end, so that a program's every write is not also a wake-up of the supervisor.
-    lazy = _enlarge_pipe(out_r, out_cap) and _enlarge_pipe(err_r, out_cap)
-    for fd in (out_r, err_r):
-        os.set_blocking(fd, False)
-        if not lazy:
-            sel.register(fd, selectors.EVENT_READ)
-    pidfd = os.pidfd_open(pid)
-    sel.register(pidfd, selectors.EVENT_READ)
-    view = memoryview(stdin)
-    if view:
-        os.set_blocking(stdin_w, False)
-        sel.register(stdin_w, selectors.EVENT_WRITE)
-    else:
-        os.close(stdin_w)
-        stdin_w = -1
-    main_done = False
-    deadline = start + wall_s
-    next_cpu_check = start + _POLL_S
+    step = _spawn(argv, workdir, env, limits, cpu_s, cfg, invocation)
     try:
-        while not main_done and killed_for is None:
-            now = time.monotonic()
-            timeout = max(0.0, min(deadline, next_cpu_check) - now)
-            for key, _ in sel.select(timeout):
-                fd = key.fd
-                if fd == pidfd:
-                    main_done = True
-                elif fd == stdin_w:
-                    try:
-                        n = os.write(stdin_w, view[:_READ_CHUNK])
-                        view = view[n:]
-                    except BlockingIOError:
-                        n = 0
-                    except (BrokenPipeError, OSError):
-                        view = view[:0]
-                    if not view:
-                        sel.unregister(stdin_w)
-                        os.close(stdin_w)
-                        stdin_w = -1
-                else:
-                    try:
-                        data = os.read(fd, _READ_CHUNK)
-                    except BlockingIOError:
-                        continue
-                    if not data:
-                        sel.unregister(fd)
-                        continue
-                    room = out_cap - total_out
-                    outputs[fd] += data[: max(room, 0)]
-                    total_out += len(data)
-                    if total_out > out_cap:
-                        killed_for = "output_limit"
-            now = time.monotonic()
-            if killed_for is None and now >= next_cpu_check:
-                next_cpu_check = now + _POLL_S
-                if lazy:
-                    for fd in (out_r, err_r):
-                        total_out = _drain(fd, outputs[fd], total_out, out_cap)
-                    if total_out > out_cap:
-                        killed_for = "output_limit"
-                        break
-                cpu += reaper.reap_ready(statuses)
-                live_cpu, resident = _live_usage(reaper.run_processes())
-                if cpu + live_cpu >= cpu_s:
-                    killed_for = "timeout"
-                elif resident > mem_cap:
-                    # RLIMIT_AS bounds each process; this bounds them together (no cgroup needed).
-                    killed_for = "memory"
-                elif file_roots and _files_over(file_roots, max_files):
-                    killed_for = "runtime_error"
-                    stopped_note = f"sandbox: more than {max_files} files in one file system\n"
-            if killed_for is None and now >= deadline:
-                killed_for = "timeout"
-        if killed_for is None:
-            # The main process has exited: take what is already in the pipes.
-            for fd in (out_r, err_r):
-                total_out = _drain(fd, outputs[fd], total_out, out_cap)
-                if total_out > out_cap:
-                    killed_for = "output_limit"
-        wall = time.monotonic() - start
-        # Kill and reap everything of this step (the main process included), counting CPU time.
-        main_status = statuses.get(pid)
-        if main_status is None and main_done:
-            try:
-                wpid, main_status, ru = os.wait4(pid, os.WNOHANG)
-                if wpid:
-                    cpu += _rusage_cpu(ru)
-                    statuses[pid] = main_status
-                else:
-                    main_status = None
-            except ChildProcessError:
-                main_status = None
-        extra_cpu, killed = reaper.kill_all(statuses)
-        killed.discard(pid)
-        cpu += extra_cpu
-        if main_status is None:
-            main_status = statuses.get(pid)
+        _watch(step, stdin, cpu_s, wall_s, reaper, limits, cfg)
+        wall = time.monotonic() - step.start
+        main_status, killed = _reap(step, reaper)
     finally:
-        sel.close()
-        for fd in (out_r, err_r, pidfd, stdin_w):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-    exec_error = b""
-    while True:
-        chunk = os.read(exc_r, 4096)
-        if not chunk:
-            break
-        exec_error += chunk
-    os.close(exc_r)
-
-    stdout = bytes(outputs[out_r])
-    stderr = bytes(outputs[err_r])
-    exit_code = None
-    sig = None
-    oom_killed = False
+        step.close()
+    exec_error = step.exec_error()
+    out_cap = step.out_cap
+    stdout = bytes(step.outputs[step.out_r])
+    stderr = bytes(step.outputs[step.err_r])
+    exit_code = sig = None
     if main_status is not None:
         if os.WIFEXITED(main_status):
             exit_code = os.WEXITSTATUS(main_status)
@@ -916,36 +1099,23 @@ def _run_step(
             sig = os.WTERMSIG(main_status)
     if exec_error:
         stderr = (stderr + b"\nsandbox: could not start the program: " + exec_error)[-out_cap:]
-    if stopped_note:
-        stderr = (stderr + stopped_note.encode())[-out_cap:]
-    if cpu >= cpu_s:
-        killed_for = "timeout"
-    if killed_for is not None:
-        status = killed_for
-    elif sig == signal.SIGXCPU:
-        status = "timeout"
-    elif exit_code == 0:
-        status = "ok"
-    elif sig == signal.SIGKILL:
-        # Not killed by us: the kernel's OOM killer (container memory cap) is the usual cause.
-        status = "memory"
-        oom_killed = True
-    elif any(marker in stderr for marker in _MEMORY_MARKERS):
-        status = "memory"
-    else:
-        status = "runtime_error"
+    if step.note:
+        stderr = (stderr + step.note.encode())[-out_cap:]
+    if step.cpu >= cpu_s:
+        step.killed_for = "timeout"
+    status, oom_killed = _classify(step.killed_for, exit_code, sig, stderr)
     result = {
         "status": status,
         "exit_code": exit_code,
         "signal": sig,
         "stdout": base64.b64encode(stdout).decode("ascii"),
         "stderr": base64.b64encode(stderr).decode("ascii"),
-        "cpu_s": round(cpu, 6),
+        "cpu_s": round(step.cpu, 6),
         "wall_s": round(wall, 6),
         "oom_killed": oom_killed,
-        "stopped": killed_for is not None or sig == signal.SIGXCPU,
+        "stopped": step.killed_for is not None or sig == signal.SIGXCPU,
     }
-    return result, cpu, len(killed)
+    return result, step.cpu, len(killed)
 
 
 # ----------------------------------------------------------------------------- one request
@@ -1018,7 +1188,7 @@ def _shared_files(shared: dict[str, Any] | None) -> dict[str, str]:
     return names
 
 
-def _prepare_workdir(cfg: dict[str, Any], files: dict[str, bytes]) -> str:
+def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     workdir = os.path.join(cfg["work_root"], "work")
     if os.path.lexists(workdir):
         shutil.rmtree(workdir)
@@ -1034,17 +1204,17 @@ def _prepare_workdir(cfg: dict[str, Any], files: dict[str, bytes]) -> str:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-    uid = cfg.get("run_uid")
+    uid, gid = cfg["run_uid"], cfg["run_gid"]
     if uid is not None and os.geteuid() == 0:
-        gid = int(cfg.get("run_gid", uid))
+        gid = uid if gid is None else gid
         for dirpath, _, filenames in os.walk(workdir):
-            os.chown(dirpath, int(uid), gid)
+            os.chown(dirpath, uid, gid)
             for n in filenames:
-                os.chown(os.path.join(dirpath, n), int(uid), gid)
+                os.chown(os.path.join(dirpath, n), uid, gid)
     return workdir
 
 
-def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out: _Outbox) -> None:
+def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, out: _Outbox) -> None:
     limits = req["limits"]
     files = {name: base64.b64decode(b64) for name, b64 in req["files"].items()}
     shared_keys = _shared_files(req.get("shared"))
@@ -1053,7 +1223,7 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
-        "TMPDIR": cfg.get("tmpdir") or "/tmp",
+        "TMPDIR": cfg["tmpdir"] or "/tmp",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -1110,11 +1280,11 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
             _write_frame(out, {"kind": "result", "index": i, "result": result}, flush=False)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-        for path in [cfg["work_root"], *cfg.get("wipe", ())]:
+        for path in [cfg["work_root"], *cfg["wipe"]]:
             _empty_dir(path)
     # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
     # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all of them are a run's).
-    ipc_left = bool(cfg.get("ipc_namespace")) and _ipc_objects_left()
+    ipc_left = cfg["ipc_namespace"] and _ipc_objects_left()
     _write_frame(
         out,
         {
@@ -1126,7 +1296,7 @@ def _run_request(req: dict[str, Any], cfg: dict[str, Any], reaper: _Reaper, out:
 
 
 def main(config_json: str) -> None:
-    cfg = json.loads(config_json)
+    cfg = supervisor_config(json.loads(config_json))
     _prctl(_PR_SET_DUMPABLE, 0)  # our /proc entries become root-owned: no peeking at our pipes
     # Inherited by every process of every run, and irrevocable: no exec gains privileges.
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
@@ -1150,9 +1320,9 @@ def main(config_json: str) -> None:
     site.ENABLE_USER_SITE = False
     site.main()  # what `python3 -I` adds: the system's site-packages (numpy etc.)
     _SITE_PATH[:] = sys.path
-    reaper = _Reaper(bool(cfg.get("pid_namespace")))
+    reaper = _Reaper(cfg["pid_namespace"])
     stream: BinaryIO = stdin
-    if cfg.get("connect"):
+    if cfg["connect"]:
         # The backend's Unix socket (docker `socket` transport): frames travel there from now
         # on; stdin/stdout stay open but unused. The token tells the backend it is us.
         import socket
@@ -1168,7 +1338,7 @@ def main(config_json: str) -> None:
         _KEEP.append(conn)
         out = _Outbox(conn.fileno())
         stream = conn.makefile("rb")
-        _write_frame(out, {"kind": "token", "token": cfg.get("token", "")}, flush=False)
+        _write_frame(out, {"kind": "token", "token": cfg["token"]}, flush=False)
     _write_frame(out, {"kind": "ready", "pid": os.getpid(), "version": PROTOCOL_VERSION})
     while True:
         req = _read_frame(stream)

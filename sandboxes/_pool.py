@@ -1,4 +1,4 @@
-"""What every backend shares: the wire protocol to a supervisor and a pool of warm supervisors.
+"""What every backend shares: a pool of warm supervisors (the wire to them is `frames`).
 
 A backend only says how to start one sandbox (`Channel`): a bubblewrap jail, a plain process or a
 container. The pool keeps `size` of them warm, lends one per request, and replaces it in the
@@ -9,27 +9,27 @@ the run's processes: the service never waits on a sandboxed child itself.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
-import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
-from importlib import resources
 from typing import Any, Protocol
 
 from sandboxes.api import (
-    Execution,
     ExecutionResult,
-    ExecutionStatus,
     RunRequest,
     RunResult,
     SandboxError,
     SandboxUnavailable,
+)
+from sandboxes.frames import (
+    BlobCache,
+    FrameBuffer,
+    bootstrap_payload,
+    decode_result,
+    encode_request,
 )
 from sandboxes.settings import SandboxSettings
 
@@ -38,157 +38,6 @@ log = logging.getLogger("sandboxes")
 
 class _Unsent(Exception):
     """The request could not be sent to a supervisor: nothing of it ran."""
-
-
-_STATUSES: frozenset[str] = frozenset(
-    ("ok", "runtime_error", "timeout", "memory", "output_limit", "skipped")
-)
-_MAX_FRAME = 256 * 1024 * 1024
-
-
-def supervisor_source() -> bytes:
-    """The supervisor's source, sent to the interpreter started with `BOOTSTRAP`."""
-    return resources.files("sandboxes").joinpath("supervisor.py").read_bytes()
-
-
-def bootstrap_payload() -> bytes:
-    src = supervisor_source()
-    return struct.pack(">I", len(src)) + src
-
-
-def encode_frame(obj: Any) -> bytes:
-    body = json.dumps(obj, separators=(",", ":")).encode()
-    return struct.pack(">I", len(body)) + body
-
-
-class FrameBuffer:
-    """Accumulates bytes from a stream and splits them into decoded JSON frames."""
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> None:
-        self._buf += data
-
-    def next(self) -> dict[str, Any] | None:
-        if len(self._buf) < 4:
-            return None
-        (n,) = struct.unpack(">I", self._buf[:4])
-        if n > _MAX_FRAME:
-            raise SandboxError(f"supervisor sent an oversized frame ({n} bytes)")
-        if len(self._buf) < 4 + n:
-            return None
-        body = bytes(self._buf[4 : 4 + n])
-        del self._buf[: 4 + n]
-        frame = json.loads(body)
-        if not isinstance(frame, dict):
-            raise SandboxError("supervisor sent a malformed frame")
-        return frame
-
-    def rest(self) -> bytes:
-        """The bytes fed but not yet returned as frames (and forget them)."""
-        data = bytes(self._buf)
-        self._buf.clear()
-        return data
-
-
-def _check_name(name: str) -> str:
-    parts = name.split("/")
-    if not name or name.startswith("/") or "\0" in name or any(p in ("", ".", "..") for p in parts):
-        raise ValueError(f"invalid sandbox file name: {name!r}")
-    return name
-
-
-def _encode_execution(ex: Execution) -> dict[str, Any]:
-    if not ex.argv or not all(isinstance(a, str) and "\0" not in a for a in ex.argv):
-        raise ValueError(f"invalid argv: {ex.argv!r}")
-    return {"argv": list(ex.argv), "stdin": base64.b64encode(ex.stdin).decode()}
-
-
-_BLOB_CAP = 32 * 1024 * 1024
-"""Bytes of shared files a supervisor keeps; past that it drops them all and is sent anew."""
-
-
-class BlobCache:
-    """What one supervisor holds of `RunRequest.shared_files`, mirrored on the service's side.
-
-    A shared file is recognised by the identity of its bytes object (kept referenced here, so
-    the id cannot be reused); the supervisor stores it under a key and the next request only
-    names the key. The supervisor applies `reset` and new blobs before reading the names, so
-    both sides always agree on what it holds."""
-
-    def __init__(self) -> None:
-        self._keys: dict[int, tuple[bytes, str]] = {}
-        self._bytes = 0
-
-    def encode(self, shared: Mapping[str, bytes]) -> dict[str, Any]:
-        for name in shared:
-            _check_name(name)  # before any change: a malformed request leaves this as it was
-        needed = sum(len(v) for v in shared.values() if self._key(v) is None)
-        reset = self._bytes + needed > _BLOB_CAP
-        if reset:
-            self._keys.clear()
-            self._bytes = 0
-        new: dict[str, str] = {}
-        names: dict[str, str] = {}
-        for name, data in shared.items():
-            key = self._key(data)
-            if key is None:
-                key = str(len(self._keys))
-                self._keys[id(data)] = (data, key)
-                self._bytes += len(data)
-                new[key] = base64.b64encode(data).decode()
-            names[name] = key
-        return {"reset": reset, "new": new, "names": names}
-
-    def _key(self, data: bytes) -> str | None:
-        held = self._keys.get(id(data))
-        return held[1] if held is not None and held[0] is data else None
-
-
-def encode_request(request: RunRequest, blobs: BlobCache | None = None) -> bytes:
-    """The request as one frame; raises ValueError for a malformed request (the caller's bug).
-
-    `blobs`: what the receiving supervisor already holds of the shared files (updated here);
-    without it they are sent as plain files."""
-    files = {_check_name(k): base64.b64encode(v).decode() for k, v in request.files.items()}
-    both = files.keys() & request.shared_files.keys()
-    if both:
-        raise ValueError(f"files both plain and shared: {sorted(both)!r}")
-    build = None if request.build is None else _encode_execution(request.build)
-    executions = [_encode_execution(e) for e in request.executions]
-    shared = None
-    if blobs is not None:  # last: once it has changed `blobs`, nothing may raise
-        shared = blobs.encode(request.shared_files)
-    else:
-        files.update(
-            (_check_name(k), base64.b64encode(v).decode()) for k, v in request.shared_files.items()
-        )
-    return encode_frame(
-        {
-            "files": files,
-            "shared": shared,
-            "build": build,
-            "executions": executions,
-            "limits": asdict(request.limits),
-        }
-    )
-
-
-def decode_result(obj: Any) -> ExecutionResult:
-    if not isinstance(obj, dict) or obj.get("status") not in _STATUSES:
-        raise SandboxError(f"supervisor sent a malformed result: {str(obj)[:200]}")
-    status: ExecutionStatus = obj["status"]
-    return ExecutionResult(
-        status=status,
-        exit_code=obj.get("exit_code"),
-        signal=obj.get("signal"),
-        stdout=base64.b64decode(obj.get("stdout", "")),
-        stderr=base64.b64decode(obj.get("stderr", "")),
-        cpu_s=float(obj.get("cpu_s", 0.0)),
-        wall_s=float(obj.get("wall_s", 0.0)),
-        stopped=bool(obj.get("stopped", False)),
-    )
 
 
 class Channel(Protocol):

@@ -17,28 +17,26 @@ auto-removed.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import os
 import secrets
-import select
 import shutil
 import socket
-import struct
 import tempfile
 import threading
-import time
 from typing import Any
 
 import docker
 import docker.errors
 import docker.types
 
-from sandboxes._pool import FrameBuffer, SupervisorPool, bootstrap_payload
-from sandboxes.api import RunRequest, RunResult, SandboxError, SandboxUnavailable
+from sandboxes._pool import SupervisorPool
+from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
+from sandboxes.docker_transport import AttachStream, SocketUnusable, SupervisorSocket
+from sandboxes.frames import bootstrap_payload
 from sandboxes.settings import SandboxSettings
-from sandboxes.supervisor import BOOTSTRAP
+from sandboxes.supervisor import BOOTSTRAP, SupervisorConfig, supervisor_config
 
 __all__ = [
     "LABEL",
@@ -53,7 +51,6 @@ log = logging.getLogger("sandboxes")
 
 LABEL = "io.proctor.sandbox"
 OWNER_LABEL = "io.proctor.sandbox.owner"
-_STDOUT = 1
 
 
 def owner_id() -> str:
@@ -106,41 +103,39 @@ def remove_containers(
 _SOCKET_MOUNT = "/run/proctor"
 
 
-class SocketUnusable(SandboxUnavailable):
-    """The `socket` transport does not work here (see `SandboxSettings.docker_transport`)."""
-
-
 class ContainerChannel:
-    """One container and the connection to its supervisor: a Unix socket (`socket_dir` given),
-    else the frames multiplexed in Docker's attach stream."""
+    """One container and the connection to its supervisor: a `SupervisorSocket` (`socket_dir`
+    given) once the supervisor has connected, else the frames in the `AttachStream`."""
 
     def __init__(
         self, client: Any, settings: SandboxSettings, name: str, socket_dir: str | None = None
     ) -> None:
         self._closed = False
-        self._conn: socket.socket | None = None  # the supervisor's Unix socket, once connected
-        self._listener: socket.socket | None = None
-        self._socket_dir: str | None = None
-        self._token = secrets.token_hex(16)
         self._start_timeout = settings.start_timeout_s
-        config: dict[str, Any] = {
-            "work_root": "/sandbox",
-            "run_uid": None,
-            "pid_namespace": True,
-            "ipc_namespace": True,
-            "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
-            "set_nproc": False,  # every container's uid is the same: the pids cgroup limits
-            "fork_python": settings.fork_python,
-        }
+        self._attach: AttachStream | None = None
+        self._socket: SupervisorSocket | None = None
+        config = supervisor_config(
+            {
+                "work_root": "/sandbox",
+                "pid_namespace": True,
+                "ipc_namespace": True,
+                "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
+                "set_nproc": False,  # every container's uid is the same: the pids cgroup limits
+                "fork_python": settings.fork_python,
+            }
+        )
         mounts: list[Any] = []
         if socket_dir is not None:
-            directory = self._listen(socket_dir, settings.docker_uid)
-            config.update(connect=f"{_SOCKET_MOUNT}/s", token=self._token)
+            token = secrets.token_hex(16)
+            self._socket = SupervisorSocket(socket_dir, settings.docker_uid, token)
+            config["connect"], config["token"] = f"{_SOCKET_MOUNT}/s", token
+            directory = self._socket.directory
             mounts.append(docker.types.Mount(_SOCKET_MOUNT, directory, type="bind", read_only=True))
         try:
             self._container = self._create(client, settings, name, config, mounts)
         except docker.errors.APIError as exc:
-            self._close_socket()
+            if self._socket is not None:
+                self._socket.close()
             if mounts and "mount" in str(exc).lower():
                 raise SocketUnusable(f"cannot bind-mount the socket directory: {exc}") from exc
             raise
@@ -148,43 +143,18 @@ class ContainerChannel:
             raw = self._container.attach_socket(
                 params={"stdin": 1, "stdout": 1, "stderr": 0, "stream": 1}
             )
-            self._raw = raw
-            self._sock: socket.socket = getattr(raw, "_sock", raw)
+            self._attach = AttachStream(raw)
             self._container.start()
         except BaseException:
             self.close()
             raise
-        self._pending = bytearray()  # Docker's 8-byte headers not yet consumed
-        self._left = 0  # payload bytes still due in the current stdout/stderr chunk
-        self._stream = _STDOUT
-
-    def _listen(self, socket_dir: str, uid: int) -> str:
-        """A directory of our own holding a listening socket only the container's uid (and
-        root) may connect to; the directory itself is not writable by that uid. Returns it."""
-        directory = self._socket_dir = tempfile.mkdtemp(prefix="c-", dir=socket_dir)
-        os.chmod(directory, 0o755)
-        path = os.path.join(directory, "s")
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener = listener
-        try:
-            listener.bind(path)
-            if os.geteuid() == 0:
-                os.chown(path, uid, uid)
-                os.chmod(path, 0o600)
-            else:
-                os.chmod(path, 0o666)  # the token still decides who is let in
-            listener.listen(4)
-        except OSError as exc:  # e.g. a path longer than a Unix socket's 107 bytes
-            self._close_socket()
-            raise SocketUnusable(f"cannot listen at {path}: {exc}") from exc
-        return directory
 
     @staticmethod
     def _create(
         client: Any,
         settings: SandboxSettings,
         name: str,
-        config: dict[str, Any],
+        config: SupervisorConfig,
         mounts: list[Any],
     ) -> Any:
         files = f"nr_inodes={settings.tmpfs_files}"
@@ -234,130 +204,22 @@ class ContainerChannel:
     def bootstrap(self, payload: bytes) -> None:
         """Send the supervisor's source on the attach stream, then take its connection on the
         Unix socket (`socket` transport); raises SocketUnusable where that does not work."""
-        self._sock.settimeout(30.0)
-        self._sock.sendall(payload)
+        assert self._attach is not None
+        self._attach.send(payload)
         self.bootstrapped = True
-        if self._listener is not None:
-            self._accept(self._listener)
+        if self._socket is not None:
+            self._socket.accept(self._attach, self._start_timeout)
+
+    def _transport(self) -> AttachStream | SupervisorSocket:
+        assert self._attach is not None
+        return self._socket if self._socket is not None and self._socket.connected else self._attach
 
     def send(self, data: bytes) -> None:
-        sock = self._conn if self._conn is not None else self._sock
-        sock.settimeout(30.0)
-        sock.sendall(data)
-
-    def _accept(self, listener: socket.socket) -> None:
-        """After the bootstrap: take the supervisor's connection (the one presenting our token),
-        then remove the socket and its directory, so nothing else can ever connect."""
-        deadline = time.monotonic() + self._start_timeout
-        try:
-            while self._conn is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise SocketUnusable("the supervisor did not connect to its socket")
-                ready, _, _ = select.select([listener, self._sock], [], [], left)
-                if self._sock in ready:
-                    # Anything on the attach stream now is the supervisor saying it could not
-                    # connect (or its end): this host's engine does not see our directory.
-                    message = self._attach_recv(max(0.1, deadline - time.monotonic()))
-                    raise SocketUnusable(
-                        f"the supervisor could not use its socket: {message[:300]!r}"
-                    )
-                if listener in ready:
-                    conn, _ = listener.accept()
-                    if self._check_token(conn, deadline):
-                        self._conn = conn
-                    else:
-                        conn.close()
-        finally:
-            self._close_socket()
-
-    def _check_token(self, conn: socket.socket, deadline: float) -> bool:
-        frames = FrameBuffer()
-        conn.settimeout(max(0.1, deadline - time.monotonic()))
-        try:
-            while True:
-                frame = frames.next()
-                if frame is not None:
-                    break
-                data = conn.recv(4096)
-                if not data:
-                    return False
-                frames.feed(data)
-        except (OSError, ValueError, SandboxError):
-            return False
-        token = frame.get("token")
-        ok = (
-            frame.get("kind") == "token"
-            and isinstance(token, str)
-            and hmac.compare_digest(token, self._token)
-        )
-        if ok:
-            leftover = frames.rest()
-            self._pending += leftover  # the ready frame may have come with the token
-        return ok
-
-    def _close_socket(self) -> None:
-        """Close the listener and remove its directory (also while the container mounts it:
-        the mount keeps an empty, read-only directory)."""
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
-        if self._socket_dir is not None:
-            shutil.rmtree(self._socket_dir, ignore_errors=True)
-            self._socket_dir = None
+        self._transport().send(data)
 
     def recv(self, timeout: float) -> bytes:
-        """The next supervisor bytes (from the Unix socket, or from the attach stream with
-        Docker's stream headers removed)."""
-        if self._conn is not None:
-            if self._pending:
-                data = bytes(self._pending)
-                self._pending.clear()
-                return data
-            self._conn.settimeout(timeout)
-            try:
-                return self._conn.recv(1 << 20)
-            except TimeoutError:
-                raise
-            except OSError:
-                return b""
-        return self._attach_recv(timeout)
-
-    def _attach_recv(self, timeout: float) -> bytes:
-        deadline = time.monotonic() + timeout
-        while True:
-            out = bytearray()
-            while self._pending:
-                if self._left == 0:
-                    if len(self._pending) < 8:
-                        break
-                    self._stream, size = (
-                        self._pending[0],
-                        struct.unpack(">I", self._pending[4:8])[0],
-                    )
-                    self._left = size
-                    del self._pending[:8]
-                    continue
-                take = min(self._left, len(self._pending))
-                if self._stream == _STDOUT:
-                    out += self._pending[:take]
-                del self._pending[:take]
-                self._left -= take
-            if out:
-                return bytes(out)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            self._sock.settimeout(left)
-            try:
-                data = self._sock.recv(1 << 20)
-            except TimeoutError:
-                raise
-            except OSError:
-                return b""
-            if not data:
-                return b""
-            self._pending += data
+        """The next supervisor bytes (see `Channel.recv`)."""
+        return self._transport().recv(timeout)
 
     def died_of_oom(self) -> bool:
         try:
@@ -370,14 +232,12 @@ class ContainerChannel:
         if self._closed:
             return
         self._closed = True
-        self._close_socket()
-        # The hijacked connection: the SocketIO wrapper holds a reference on the socket.
-        for stream in (self._conn, getattr(self, "_raw", None), getattr(self, "_sock", None)):
-            if stream is not None:
+        for transport in (self._socket, self._attach):
+            if transport is not None:
                 try:
-                    stream.close()
+                    transport.close()
                 except OSError as exc:
-                    log.debug("closing the attach socket: %s", exc)
+                    log.debug("closing a connection to the supervisor: %s", exc)
         container = getattr(self, "_container", None)
         if container is None:
             return

@@ -322,9 +322,9 @@ def test_shared_files_are_written_every_run_and_a_change_does_not_persist(
 def test_shared_files_past_the_cap_are_sent_again(
     backend: SandboxBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sandboxes import _pool
+    from sandboxes import frames
 
-    monkeypatch.setattr(_pool, "_BLOB_CAP", 2 * len(SHARED_RUNNER))
+    monkeypatch.setattr(frames, "_BLOB_CAP", 2 * len(SHARED_RUNNER))
     blobs = [SHARED_RUNNER + f"# {k}\n".encode() for k in range(5)]
     for k in range(12):
         req = RunRequest(

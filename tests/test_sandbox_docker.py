@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from sandboxes import Execution, Limits, RunRequest, SandboxBackend
-from sandboxes.docker_backend import _SOCKET_MOUNT, LABEL, OWNER_LABEL, ContainerChannel, owner_id
+from sandboxes.docker_backend import _SOCKET_MOUNT, LABEL, OWNER_LABEL, owner_id
+from sandboxes.docker_transport import SupervisorSocket
 from tests.sandbox_fixtures import (
     TEST_LABEL,
     TEST_POOL_SIZE,
@@ -372,14 +373,14 @@ def test_socket_transport_falls_back_to_attach(
 ) -> None:
     # The supervisor finds no socket to connect to (as where the engine does not see the
     # service's directory): the backend says so and uses the attach stream.
-    listen = ContainerChannel._listen
+    listen = SupervisorSocket.__init__
 
-    def listen_then_unlink(self: ContainerChannel, socket_dir: str, uid: int) -> str:
-        directory = listen(self, socket_dir, uid)
-        os.unlink(os.path.join(directory, "s"))
-        return directory
+    def listen_then_unlink(self: SupervisorSocket, socket_dir: str, uid: int, token: str) -> None:
+        listen(self, socket_dir, uid, token)
+        assert self.directory is not None
+        os.unlink(os.path.join(self.directory, "s"))
 
-    monkeypatch.setattr(ContainerChannel, "_listen", listen_then_unlink)
+    monkeypatch.setattr(SupervisorSocket, "__init__", listen_then_unlink)
     backend = open_or_skip(sandbox_settings("docker", pool_size=2))
     try:
         _answers(backend, runs=4)

@@ -3,7 +3,7 @@ against TRL's in-process math-verify reward, in one run.
 
   (1) 4,096 math items (math_throughput's responses) against one `proctor serve` started here:
       (a) one `POST /v1/score` of all items through `http.client`, JSON encoding and decoding
-          included; (b) `ProctorClient.score()` with its defaults (chunks of 1,024, four at once,
+          included; (b) `ProctorClient.score()` with its defaults (chunks of 4,096, four at once,
           typed results). Rounds alternate a, b after a warm-up of each, so the server's verdict
           memo is equally warm for both; medians. Target: (b) within 5% of (a).
   (2) one GRPO step of 256 prompts x 16 completions, as TRL calls its rewards: (c) Proctor's

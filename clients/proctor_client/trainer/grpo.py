@@ -55,6 +55,7 @@ from transformers import (
 )
 
 from proctor_client import ProctorError, ScoreResult
+from proctor_client._defaults import CHUNK_SIZE
 from proctor_client.trainer import tiny
 from proctor_client.trainer.checkpoint import (
     checkpoint_path,
@@ -159,8 +160,9 @@ class Args:
     overlap_scoring: bool = True
     """Run the old-policy and reference passes while Proctor scores (False: one after the other,
     for measuring what the overlap saves)."""
-    scoring_chunk_size: Annotated[int, Field(ge=1)] = 1024
-    """Items per /v1/score request; a batch is split into chunks sent concurrently."""
+    scoring_chunk_size: Annotated[int, Field(ge=1)] = CHUNK_SIZE
+    """Items per /v1/score request; a larger batch is split into chunks sent concurrently (behind
+    a load balancer, about the batch over the number of Proctor replicas)."""
     scoring_concurrency: Annotated[int, Field(ge=1)] = 4
     """Chunks in flight at once (behind a load balancer, about the number of Proctor replicas)."""
     scoring_retries: Annotated[int, Field(ge=0)] = 5

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from proctor_client import AsyncProctorClient, ScoreItem, ScoreResult
+from proctor_client import AsyncProctorClient, ScoreItem, ScoreResult, _defaults
 from proctor_client.trainer.data import Prompt
 
 __all__ = ["UNANSWERED_CODES", "BackgroundScorer", "ProctorUnreachable", "Scored", "puzzle_prompts"]
@@ -58,8 +58,8 @@ class BackgroundScorer:
         pause_s: float = 10.0,
         max_pauses: int = 30,
         client_retries: int = 5,
-        chunk_size: int = 1024,
-        max_concurrency: int = 4,
+        chunk_size: int = _defaults.CHUNK_SIZE,
+        max_concurrency: int = _defaults.MAX_CONCURRENCY,
     ) -> None:
         self.url = url
         self.pause_s = pause_s

@@ -17,6 +17,7 @@ auto-removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -318,7 +319,8 @@ class DockerBackend:
             log.warning("removed %d leftover sandbox containers (label %s)", removed, LABEL)
         self._seq = 0
         self._seq_lock = threading.Lock()
-        self._name_prefix = f"proctor-sandbox-{settings.docker_label}-{id(self):x}-"
+        # Random, not id(self): identical worker processes on one engine would pick equal names.
+        self._name_prefix = f"proctor-sandbox-{settings.docker_label}-{secrets.token_hex(4)}-"
         self._socket_dir: str | None = None  # None once the socket transport is off
         if settings.docker_transport == "socket":
             parent = tempfile.gettempdir()
@@ -392,6 +394,10 @@ class DockerBackend:
             self._client.close()
             if self._sockets_root is not None:
                 shutil.rmtree(self._sockets_root, ignore_errors=True)
+                if self._settings.docker_socket_dir is not None:
+                    # this host name's directory, unless another service of the host uses it
+                    with contextlib.suppress(OSError):
+                        os.rmdir(os.path.dirname(self._sockets_root))
 
     def run(self, request: RunRequest) -> RunResult:
         return self._pool.run(request)

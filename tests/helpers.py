@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import threading
 import time
@@ -96,3 +98,25 @@ def score(client: httpx.Client, items: list[dict[str, Any]], spec: str | None = 
     results = response.json()["results"]
     assert len(results) == len(items)
     return results
+
+
+_DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+_EXAMPLE = re.compile(r"<!-- example: (?P<expect>[^>]*?) -->\s*```json\n(?P<item>.*?)\n```", re.S)
+
+
+def documented_examples() -> list[tuple[list[str], dict[str, Any]]]:
+    """docs/api.md's example items, each with what its comment says it scores: a status, then
+    `field=value` checks (`code=` names the error code)."""
+    return [
+        (m["expect"].split(), json.loads(m["item"])) for m in _EXAMPLE.finditer(_DOC.read_text())
+    ]
+
+
+def check_documented(expect: list[str], result: dict[str, Any]) -> None:
+    """Assert `result` is what the example's comment says."""
+    status, *checks = expect
+    assert result["status"] == status, result
+    for check in checks:
+        field, value = check.split("=")
+        got = result["error"]["code"] if field == "code" else result[field]
+        assert str(got).lower() == value.lower(), (field, result)

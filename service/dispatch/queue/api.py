@@ -202,7 +202,9 @@ class QueueDispatcher:
         n = len(batch.items)
         domains = sorted({item.domain for item in batch.items})
         try:
-            waiting = self._waiting_items()
+            now = wire.server_time(self.client)
+            batch.clock(now)
+            waiting = self._waiting_items(now)
             limit = self.settings.max_queue_depth
             if waiting and waiting + n > limit:
                 raise Overloaded(
@@ -227,16 +229,17 @@ class QueueDispatcher:
                         retry_after_s=max(1, math.ceil(self.settings.queue_wait_s)),
                     )
                 time.sleep(0.1)
-            expiry = batch.deadline_wall + wire.KEEP_S
+            expiry = batch.deadline_at + wire.KEEP_S
             self.client.hset(wire.INFLIGHT_KEY, batch.batch_id, f"{n} {expiry}")
         except wire.REDIS_ERRORS as exc:
             raise Unavailable(
                 f"the queue at {self.url} is unreachable ({type(exc).__name__}: {exc})"
             ) from exc
 
-    def _waiting_items(self) -> int:
-        """Items of batches waiting for results (any API replica); forgets expired entries."""
-        now, waiting, expired = time.time(), 0, []
+    def _waiting_items(self, now: float) -> int:
+        """Items of batches waiting for results (any API replica) at `now` (Redis's clock);
+        forgets expired entries."""
+        waiting, expired = 0, []
         for batch_id, value in self.client.hgetall(wire.INFLIGHT_KEY).items():
             try:
                 count, expiry = _text(value).split()

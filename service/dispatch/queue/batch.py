@@ -6,9 +6,10 @@ Runs on a thread of its own (it blocks on Redis). What it guarantees:
 - results are recorded per item position, first one wins: a chunk that finishes twice (its first
   worker was only slow, or stopped) counts once;
 - a chunk claimed by a worker whose lease then lapses (the worker was killed, stopped or cut off)
-  is re-enqueued at once; a chunk lost twice is split into single items, and a single item lost
-  twice is judged 0 as `poison` (as the local pool judges an item that kills two workers), so an
-  item that kills every worker it meets costs at most three of them;
+  is re-enqueued at once, and so is one taken off its queue but never claimed (its worker died
+  in between, or its job failed); a chunk lost twice is split into single items, and a single
+  item lost twice is judged 0 as `poison` (as the local pool judges an item that kills two
+  workers), so an item that kills every worker it meets costs at most three of them;
 - chunks of a domain no live worker has served for `queue_wait_s` come back `infra_error`
   (`workers_unavailable`), and items with no outcome by the deadline `deadline_exceeded`;
 - Redis unreachable: `Unavailable`, at once (the request fails fast; nothing is guessed).
@@ -27,6 +28,7 @@ from typing import Any
 
 import redis
 from rq import Queue
+from rq.job import Job
 
 from reward_specs import Item, Outcome
 from service.dispatch.base import Unavailable
@@ -68,6 +70,7 @@ class _Chunk:
     lapses: int = 0
     job_id: str = ""
     orphan_since: float | None = None
+    unclaimed_since: float | None = None
 
 
 def chunk_size(n: int, workers: int, configured: int) -> int:
@@ -101,7 +104,8 @@ class BatchRun:
         self.spec_name = spec_name
         self.items = items
         self.deadline = deadline
-        self.deadline_wall = time.time() + (deadline - time.monotonic())
+        self.deadline_at = 0.0
+        """The deadline on Redis's clock (`wire.server_time`), set by `clock` before `run`."""
         self.alive = alive
         self.queue_wait_s = queue_wait_s
         self.counters = counters
@@ -119,6 +123,10 @@ class BatchRun:
             size = chunk_items(domain, len(positions))
             for start in range(0, len(positions), size):
                 self._chunks.append(_Chunk(domain, positions[start : start + size]))
+
+    def clock(self, redis_now: float) -> None:
+        """Place the deadline on Redis's clock, `redis_now` being its time now."""
+        self.deadline_at = redis_now + max(0.0, self.deadline - time.monotonic())
 
     def cancel(self, code: str, why: str) -> None:
         """Stop waiting (any thread): the items without an outcome get `infra_error` `code`."""
@@ -196,14 +204,14 @@ class BatchRun:
 
     def _enqueue(self, chunks: Sequence[_Chunk]) -> None:
         by_queue: dict[str, list[Any]] = {}
-        remaining_s = max(1, math.ceil(self.deadline_wall - time.time()))
+        remaining_s = max(1, math.ceil(self.deadline - time.monotonic()))
         for chunk in chunks:
             self._jobs += 1
             chunk.job_id = f"proctor-{self.batch_id}-{self._jobs}"
             tasks = [(p, self.items[p]) for p in chunk.positions]
             data = Queue.prepare_data(
                 wire.JOB_FUNCTION,
-                args=(self.batch_id, chunk.job_id, self.spec_name, tasks, self.deadline_wall),
+                args=(self.batch_id, chunk.job_id, self.spec_name, tasks, self.deadline_at),
                 job_id=chunk.job_id,
                 timeout=remaining_s + 60,
                 ttl=remaining_s,
@@ -228,12 +236,24 @@ class BatchRun:
             for chunk in open_chunks:
                 pipe.exists(wire.claim_key(chunk.job_id))
                 pipe.exists(wire.lease_key(chunk.job_id))
+                pipe.hget(Job.key_for(chunk.job_id), "status")
             answers = pipe.execute()
-        lapsed = [
-            chunk
-            for n, chunk in enumerate(open_chunks)
-            if answers[2 * n] and not answers[2 * n + 1]
-        ]
+        now = time.monotonic()
+        lapsed = []
+        for n, chunk in enumerate(open_chunks):
+            claimed, leased, status = answers[3 * n : 3 * n + 3]
+            if claimed:
+                if not leased:
+                    lapsed.append(chunk)
+                continue
+            # Taken off its queue, yet never claimed: its worker died (or lost Redis) in
+            # between, or the job function failed. Lost too, once the worker had time to claim.
+            if status == b"queued":
+                chunk.unclaimed_since = None
+            elif chunk.unclaimed_since is None:
+                chunk.unclaimed_since = now
+            elif now - chunk.unclaimed_since >= wire.LEASE_TTL_S:
+                lapsed.append(chunk)
         if lapsed:
             self._drain()  # a chunk that finished pushed its results before it dropped its lease
             self._rerun([c for c in lapsed if self._todo(c)])

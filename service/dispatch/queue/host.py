@@ -49,7 +49,7 @@ def score_chunk(
     batch_id: str, job_id: str, spec_name: str, tasks: list[tuple[int, Item]], deadline: float
 ) -> int:
     """RQ's job function (`wire.JOB_FUNCTION`): score `tasks` ((position, item) pairs) and push
-    their outcomes on the batch's result list. `deadline` is a wall-clock instant."""
+    their outcomes on the batch's result list. `deadline` is an instant on Redis's clock."""
     if _host is None:
         raise RuntimeError("score_chunk runs inside `proctor worker` only")
     return _host.score_chunk(batch_id, job_id, spec_name, tasks, deadline)
@@ -148,7 +148,7 @@ class WorkerHost:
         tasks: Sequence[tuple[int, Item]],
         deadline: float,
     ) -> int:
-        remaining = deadline - time.time()
+        remaining = deadline - wire.server_time(self.client)
         if remaining <= 0:
             return 0  # the API side has answered these items already
         keep = _ms(remaining + wire.KEEP_S)

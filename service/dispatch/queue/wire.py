@@ -44,6 +44,7 @@ __all__ = [
     "queue_name",
     "redacted",
     "results_key",
+    "server_time",
 ]
 
 LEASE_TTL_S = 3.0
@@ -106,6 +107,13 @@ def connect(url: str) -> redis.Redis:
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
         health_check_interval=10,
     )
+
+
+def server_time(client: redis.Redis) -> float:
+    """Redis's clock (seconds since the epoch): the one clock the API side and every worker
+    share, so deadlines travel as instants on it and no machine's own clock matters."""
+    seconds, micros = client.time()
+    return float(seconds) + float(micros) / 1e6
 
 
 def redacted(url: str) -> str:

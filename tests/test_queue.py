@@ -9,6 +9,8 @@ with nothing scored.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -18,8 +20,9 @@ import pytest
 
 from service.dispatch.queue import wire
 from service.examples import EXAMPLE_ITEMS
-from tests.helpers import Server, poll
-from tests.redis_fixtures import TEST_REGISTRY, RedisServer, Worker
+from service.settings import Settings
+from tests.helpers import TEST_SPECS, Server, poll
+from tests.redis_fixtures import ROOT, TEST_REGISTRY, RedisServer, Worker
 
 pytestmark = pytest.mark.redis
 
@@ -248,12 +251,7 @@ def test_redis_lost_mid_batch_fails_fast_then_recovers(
     assert worker.process.poll() is None
 
 
-def test_no_live_worker_is_a_503_after_queue_wait_s(
-    redis_server: RedisServer, tmp_path: Any
-) -> None:
-    from service.settings import Settings
-    from tests.helpers import TEST_SPECS
-
+def test_no_live_worker_is_a_503_after_queue_wait_s(redis_server: RedisServer) -> None:
     settings = Settings(
         queue_url=redis_server.url, registry=TEST_REGISTRY, spec_dirs=(TEST_SPECS,),
         queue_wait_s=1,
@@ -308,3 +306,51 @@ def test_a_password_url_passes_through(
         assert "s3cret" not in api.state.dispatcher.url
     finally:
         server.stop()
+
+
+def test_the_last_worker_lost_mid_batch_leaves_its_items_workers_unavailable(
+    redis_server: RedisServer,
+    start_worker: Callable[..., Worker],
+    make_server: Callable[..., Server],
+) -> None:
+    worker = start_worker(redis_server.url)
+    api = _queue_server(
+        make_server, redis_server.url, request_deadline_s=120, item_timeout_s=30, queue_wait_s=2
+    )
+    pending = _background(api.url, [_sleep(3, "a"), _sleep(3.01, "b"), _sleep(0, "c")])
+    _claimer(redis_server, [worker]).signal(signal.SIGKILL)
+    response = pending.result(timeout=60)
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert len(results) == 3
+    for result in results:
+        if result["status"] == "ok":  # scored before the kill
+            assert result["score"] == 1.0
+        else:
+            assert result["status"] == "infra_error"
+            assert result["error"]["code"] == "workers_unavailable"
+    assert any(r["status"] == "infra_error" for r in results)
+    assert httpx.get(api.url + "/readyz").json()["components"]["workers"] is False
+
+
+def test_a_worker_stops_on_sigterm_and_withdraws(
+    redis_server: RedisServer,
+    start_worker: Callable[..., Worker],
+    make_server: Callable[..., Server],
+) -> None:
+    worker = start_worker(redis_server.url)
+    api = _queue_server(make_server, redis_server.url)
+    worker.signal(signal.SIGTERM)
+    assert worker.process.wait(timeout=60) == 0
+    # Withdrawn at once, not when its liveness expires: the monitor's next look says so.
+    poll(lambda: not api.state.dispatcher.readiness()["workers"], timeout=wire.ALIVE_TTL_S)
+
+
+def test_a_worker_refuses_unknown_domains() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "worker", "--queue", "redis://127.0.0.1:1/0",
+         "--domains", "math,nope"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "unknown domains ['nope']" in done.stderr

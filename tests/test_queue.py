@@ -292,7 +292,7 @@ def test_a_full_queue_is_a_429_with_retry_after(
     assert [r["status"] for r in again.json()["results"]] == ["ok"]
 
 
-def test_a_password_url_passes_through(
+def test_a_password_url_passes_through_to_jobs_and_metrics(
     tmp_path: Any, start_worker: Callable[..., Worker], make_server: Callable[..., Server]
 ) -> None:
     server = RedisServer(tmp_path, password="s3cret-pass")
@@ -302,6 +302,15 @@ def test_a_password_url_passes_through(
         api = _queue_server(make_server, server.url)
         response = _post(api.url, [_sleep(0, "a")])
         assert [r["status"] for r in response.json()["results"]] == ["ok"]
+        job = httpx.post(api.url + "/v1/jobs", json={"items": [_sleep(0.2), _sleep(0.3)]})
+        assert job.status_code == 202
+        status = api.url + "/v1/jobs/" + job.json()["job_id"]
+        poll(lambda: httpx.get(status).json()["status"] == "done", timeout=60)
+        done = httpx.get(status).json()
+        assert done["completed"] == done["total"] == 2
+        assert [r["status"] for r in done["result"]["results"]] == ["ok", "ok"]
+        metrics = httpx.get(api.url + "/metrics").text
+        assert 'proctor_dispatch_extra{backend="queue",name="workers_alive:sleep"} 1.0' in metrics
         assert "s3cret" not in repr(api.settings)
         assert "s3cret" not in api.state.dispatcher.url
     finally:

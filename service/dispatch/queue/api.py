@@ -124,6 +124,8 @@ class QueueDispatcher:
         return {"queue": view.reachable, "workers": view.reachable and bool(view.workers)}
 
     def stats(self) -> DispatchStats:
+        """`workers` counts live `proctor worker`s (each a pool of processes on its machine);
+        `pending` the chunks waiting on the queues; the rest is counted on this API process."""
         view, c = self._view, self.counters
         extras: dict[str, float] = {
             "chunks": c.chunks,

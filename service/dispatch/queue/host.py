@@ -110,7 +110,10 @@ class WorkerHost:
     def stop(self) -> None:
         self._stopping.set()
         try:
-            self.client.delete(wire.alive_key(self.name))
+            with self.client.pipeline() as pipe:
+                pipe.delete(wire.alive_key(self.name))
+                pipe.srem(wire.WORKERS_KEY, self.name)
+                pipe.execute()
         except wire.REDIS_ERRORS:
             log.warning("could not withdraw this worker from the queue (it expires by itself)")
         asyncio.run_coroutine_threadsafe(self.dispatcher.stop(), self._loop).result(timeout=30)

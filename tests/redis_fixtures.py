@@ -2,7 +2,8 @@
 `redis-server` on a free port in a temporary directory, and real `proctor worker` processes.
 
 - `redis_server`: a fresh Redis for one test (no persistence unless `RedisServer(aof=True)`),
-  which the test may stop and start again on the same port;
+  which the test may stop and start again on the same port (`RedisServer(password=..., tls=True)`
+  for one that needs a password and speaks TLS);
 - `start_worker`: starts a `proctor worker` process (in a session of its own, killed with its
   children at the end of the test) and waits until Redis lists it as alive (`wait=False`: the
   test waits with `Worker.wait_alive`, so several warm up at once).
@@ -44,27 +45,61 @@ def redis_binary() -> str:
     return found
 
 
-class RedisServer:
-    """A real redis-server of the test's own: `stop()` and `start()` keep its port."""
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made with the openssl command."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        if IN_CI:
+            pytest.fail("no openssl command in CI, for the TLS test", pytrace=False)
+        pytest.skip("no openssl command")
+    cert, key = directory / "redis-cert.pem", directory / "redis-key.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=proctor-test",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
 
-    def __init__(self, directory: Path, *, aof: bool = False, password: str | None = None) -> None:
+
+class RedisServer:
+    """A real redis-server of the test's own: `stop()` and `start()` keep its port. With `tls`,
+    it speaks TLS only, with a self-signed certificate its URL tells clients to trust."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        aof: bool = False,
+        password: str | None = None,
+        tls: bool = False,
+    ) -> None:
         self.binary = redis_binary()
         self.directory = directory
         self.aof = aof
         self.password = password
+        self.tls = _self_signed(directory) if tls else None
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/0"
+        if self.tls is None:
+            return f"redis://{auth}127.0.0.1:{self.port}/0"
+        return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.tls[0]}"
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url)
 
     def start(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args = [self.binary, "--bind", "127.0.0.1"]
+        if self.tls is None:
+            args += ["--port", str(self.port)]
+        else:
+            cert, key = (str(path) for path in self.tls)
+            args += ["--port", "0", "--tls-port", str(self.port), "--tls-auth-clients", "no"]
+            args += ["--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert]
         args += ["--dir", str(self.directory), "--save", "", "--daemonize", "no"]
         args += ["--appendonly", "yes" if self.aof else "no"]
         if self.password:

@@ -292,12 +292,13 @@ def test_a_full_queue_is_a_429_with_retry_after(
     assert [r["status"] for r in again.json()["results"]] == ["ok"]
 
 
-def test_a_password_url_passes_through_to_jobs_and_metrics(
+def test_a_tls_url_with_a_password_passes_through_to_jobs_and_metrics(
     tmp_path: Any, start_worker: Callable[..., Worker], make_server: Callable[..., Server]
 ) -> None:
-    server = RedisServer(tmp_path, password="s3cret-pass")
+    server = RedisServer(tmp_path, password="s3cret-pass", tls=True)
     server.start()
     try:
+        assert server.url.startswith("rediss://:s3cret-pass@")
         start_worker(server.url)
         api = _queue_server(make_server, server.url)
         response = _post(api.url, [_sleep(0, "a")])

@@ -79,7 +79,10 @@ class QueueDispatcher:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(MONITOR_S)
-            await asyncio.get_running_loop().run_in_executor(self._threads, self._refresh)
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._threads, self._refresh)
+            except Exception:  # a bug of ours must not freeze the snapshot for good
+                log.exception("the queue monitor failed; it goes on")
 
     def _refresh(self) -> None:
         try:
@@ -133,6 +136,7 @@ class QueueDispatcher:
             "abandoned_chunks": c.abandoned,
             "duplicate_results": c.duplicates,
             "orphaned_items": c.orphaned_items,
+            "unreadable_results": c.unreadable,
             "queue_reachable": float(view.reachable),
         }
         for domain in self._queues:

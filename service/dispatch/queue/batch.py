@@ -56,6 +56,8 @@ class Counters:
     poison_items: int = 0
     orphaned_items: int = 0
     """Items that came back `workers_unavailable` (no live worker for their domain)."""
+    unreadable: int = 0
+    """Results that could not be read and were dropped."""
 
     def add(self, **counts: int) -> None:
         with self.lock:
@@ -178,9 +180,14 @@ class BatchRun:
         return True
 
     def _take(self, payload: object) -> None:
-        if not isinstance(payload, bytes):
-            raise TypeError(f"a result of batch {self.batch_id} is not bytes")  # not ours
-        outcomes: list[tuple[int, Outcome]] = pickle.loads(payload)
+        """Record a chunk's outcomes; one that cannot be read (a worker of another version, a
+        stray write) is dropped and logged: its items are re-run or time out like lost ones."""
+        try:
+            outcomes = _outcomes(payload)
+        except Exception:  # whatever the bytes hold, they never fail the batch
+            log.exception("batch %s: a result that cannot be read was dropped", self.batch_id)
+            self.counters.add(unreadable=1)
+            return
         duplicates = 0
         for position, outcome in outcomes:
             if 0 <= position < len(self.results) and not self._record(position, outcome):
@@ -239,7 +246,7 @@ class BatchRun:
                 pipe.hget(Job.key_for(chunk.job_id), "status")
             answers = pipe.execute()
         now = time.monotonic()
-        lapsed = []
+        lapsed, unclaimed = [], []
         for n, chunk in enumerate(open_chunks):
             claimed, leased, status = answers[3 * n : 3 * n + 3]
             if claimed:
@@ -247,27 +254,31 @@ class BatchRun:
                     lapsed.append(chunk)
                 continue
             # Taken off its queue, yet never claimed: its worker died (or lost Redis) in
-            # between, or the job function failed. Lost too, once the worker had time to claim.
+            # between, or the job function failed. Lost too, once the worker had time to claim;
+            # but no item of it was scored, so none of them is a suspect.
             if status == b"queued":
                 chunk.unclaimed_since = None
             elif chunk.unclaimed_since is None:
                 chunk.unclaimed_since = now
             elif now - chunk.unclaimed_since >= wire.LEASE_TTL_S:
-                lapsed.append(chunk)
-        if lapsed:
+                unclaimed.append(chunk)
+        if lapsed or unclaimed:
             self._drain()  # a chunk that finished pushed its results before it dropped its lease
-            self._rerun([c for c in lapsed if self._todo(c)])
+            self._rerun([c for c in lapsed if self._todo(c)], strike=True)
+            self._rerun([c for c in unclaimed if self._todo(c)], strike=False)
         self._check_orphans()
 
-    def _rerun(self, lapsed: Sequence[_Chunk]) -> None:
+    def _rerun(self, lost: Sequence[_Chunk], *, strike: bool) -> None:
+        """Enqueue again what is left of `lost` chunks; with `strike`, their items were being
+        scored when the worker was lost, and count that against them."""
         again: list[_Chunk] = []
-        for chunk in lapsed:
+        for chunk in lost:
             todo = self._todo(chunk)
             chunk.positions = []  # closed: what is left of it goes on as new chunks
             self.counters.add(abandoned=1)
-            lapses = chunk.lapses + 1
+            lapses = chunk.lapses + strike
             log.warning(
-                "chunk %s (%d %s items) lost its worker (%d time(s)); re-running it",
+                "chunk %s (%d %s items) was lost (%d time(s) with its worker); re-running it",
                 chunk.job_id,
                 len(todo),
                 chunk.domain,
@@ -306,3 +317,19 @@ class BatchRun:
                 for position in todo:
                     failed = Outcome.failure("infra_error", "workers_unavailable", message)
                     self._record(position, failed)
+
+
+def _outcomes(payload: object) -> list[tuple[int, Outcome]]:
+    """A worker's result: (position, outcome) pairs, checked to be that."""
+    if not isinstance(payload, bytes):
+        raise TypeError(f"a result is {type(payload).__name__}, not bytes")
+    value = pickle.loads(payload)
+    if not isinstance(value, list) or not all(
+        isinstance(pair, tuple)
+        and len(pair) == 2
+        and isinstance(pair[0], int)
+        and isinstance(pair[1], Outcome)
+        for pair in value
+    ):
+        raise TypeError("a result is not a list of (position, outcome) pairs")
+    return value

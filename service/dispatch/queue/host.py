@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
 from rq import Queue, SimpleWorker
 from rq.timeouts import BaseDeathPenalty
@@ -75,6 +76,17 @@ class ChunkWorker(SimpleWorker):
     def _install_signal_handlers(self) -> None:
         pass  # the host's main thread owns the signals
 
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> Any:
+        """RQ waits for a job as long as it takes and sees a stop request only through a
+        signal, which reaches the main thread alone: here it waits `dequeue_timeout` at a time
+        and, once a stop is requested, returns no job, which ends the loop."""
+        while True:
+            found = super().dequeue_job_and_maintain_ttl(timeout, self.dequeue_timeout)
+            if found is not None or self._stop_requested:
+                return found
+
 
 class WorkerHost:
     """The warm scoring machinery of one machine, and its beats to Redis."""
@@ -119,6 +131,11 @@ class WorkerHost:
         asyncio.run_coroutine_threadsafe(self.dispatcher.stop(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
 
+    def ready(self) -> bool:
+        """Whether the pool (and the sandbox, for code) can score: only then does the worker
+        say it is alive, and take chunks."""
+        return all(self.dispatcher.readiness().values())
+
     def _beat(self) -> None:
         """Refresh the leases of the chunks held, and say this worker is alive while it is
         ready; a Redis that is down is retried, never fatal."""
@@ -131,7 +148,7 @@ class WorkerHost:
                     for job_id in held:  # XX: a lease dropped meanwhile stays dropped
                         pipe.set(wire.lease_key(job_id), 1, px=_ms(wire.LEASE_TTL_S), xx=True)
                     if time.monotonic() - said_alive >= wire.ALIVE_REFRESH_S:
-                        ready = all(self.dispatcher.readiness().values())
+                        ready = self.ready()
                         key = wire.alive_key(self.name)
                         if ready:
                             pipe.set(key, ",".join(self.domains), px=_ms(wire.ALIVE_TTL_S))
@@ -142,6 +159,8 @@ class WorkerHost:
                     pipe.execute()
             except wire.REDIS_ERRORS as exc:
                 log.warning("the queue is unreachable (%s); retrying", exc)
+            except Exception:  # a bug of ours: were this thread gone, every lease would lapse
+                log.exception("the worker's beat failed; it goes on")
 
     def score_chunk(
         self,
@@ -233,14 +252,23 @@ class _Loops:
 
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
         self.stop.set()
-        for worker in self.workers:
-            if worker is not None:
-                worker._stop_requested = True  # RQ's own flag: the loop ends after its job
+        for slot in range(len(self.workers)):
+            self._stop_loop(slot)
+
+    def _stop_loop(self, slot: int) -> None:
+        worker = self.workers[slot]
+        if worker is not None:
+            worker._stop_requested = True  # RQ's own flag: the loop ends after its job
 
     def serve(self) -> None:
+        """Keep the loops running while the host is ready; while it is not (its pool broken,
+        its sandbox gone), they stop after their job: chunks go to workers that can score."""
         while not self.stop.is_set():
+            ready = self.host.ready()
             for slot, thread in enumerate(self.threads):
-                if thread is None or not thread.is_alive():
+                if not ready:
+                    self._stop_loop(slot)
+                elif thread is None or not thread.is_alive():
                     self._generation += 1
                     name = f"{self.host.name}.{self._generation}"
                     started = threading.Thread(

@@ -66,8 +66,9 @@ SOCKET_TIMEOUT_S = 5.0
 """No Redis command waits longer than this for an answer (blocking pops wait less)."""
 JOB_FUNCTION = "service.dispatch.queue.host.score_chunk"
 
-REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError)
-"""What an unreachable (down, restarting, partitioned) Redis raises."""
+REDIS_ERRORS = (redis.RedisError,)
+"""What a Redis that is unreachable (down, restarting, partitioned) or unable to serve (out of
+memory, a replica, a changed password) raises: the queue is unavailable either way."""
 
 
 def queue_name(domain: str) -> str:

@@ -118,7 +118,8 @@ class Settings(BaseSettings):
     come back `infra_error` (`workers_unavailable`)."""
     max_queue_depth: int = Field(65536, ge=1)
     """Queue mode: items waiting for a result (across API replicas) beyond which a new request is
-    refused with 429 and `Retry-After`. A request larger than this is taken when nothing waits."""
+    refused with 429 and `Retry-After`. A request larger than this is taken when nothing waits.
+    Checked at admission: replicas admitting at the same moment may pass it by a batch each."""
     queue_chunk_size: int = Field(0, ge=0, le=4096)
     """Queue mode: items per RQ job; 0 picks one from the batch size and the live workers."""
     worker_concurrency: int = Field(4, ge=1, le=256)

@@ -167,6 +167,16 @@ class Worker:
         self.process.wait(timeout=30)
 
 
+def proctor_env(registry: str | None = TEST_REGISTRY) -> dict[str, str]:
+    """The environment of a `proctor` subprocess: this checkout first on the path, the local
+    sandbox backend, and `registry` (None: the default one)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "clients")]))
+    env["PROCTOR_SANDBOX__BACKEND"] = "local"
+    if registry is not None:
+        env["PROCTOR_REGISTRY"] = registry
+    return env
+
+
 def alive_names(client: redis.Redis) -> list[str]:
     prefix = len(wire.alive_key(""))
     return [k.decode()[prefix:] for k in client.scan_iter(match=wire.alive_key("*"))]
@@ -190,10 +200,7 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
         args += ["--spec-dir", str(TEST_SPECS), "--log-level", "warning"]
         if domains:
             args += ["--domains", domains]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "clients")]))
-        env["PROCTOR_SANDBOX__BACKEND"] = "local"
-        if registry is not None:
-            env["PROCTOR_REGISTRY"] = registry
+        env = proctor_env(registry)
         log = tmp_path / f"worker-{len(started)}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(

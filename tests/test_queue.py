@@ -21,8 +21,8 @@ import pytest
 from service.dispatch.queue import wire
 from service.examples import EXAMPLE_ITEMS
 from service.settings import Settings
-from tests.helpers import TEST_SPECS, Server, poll
-from tests.redis_fixtures import ROOT, TEST_REGISTRY, RedisServer, Worker
+from tests.helpers import TEST_SPECS, Server, free_port, poll
+from tests.redis_fixtures import ROOT, TEST_REGISTRY, RedisServer, Worker, proctor_env
 
 pytestmark = pytest.mark.redis
 
@@ -343,24 +343,43 @@ def test_the_last_worker_lost_mid_batch_leaves_its_items_workers_unavailable(
     assert httpx.get(api.url + "/readyz").json()["components"]["workers"] is False
 
 
-def test_a_worker_stops_on_sigterm_and_withdraws(
-    redis_server: RedisServer,
-    start_worker: Callable[..., Worker],
-    make_server: Callable[..., Server],
+def test_proctor_serve_queue_and_a_worker_that_stops_on_sigterm(
+    redis_server: RedisServer, start_worker: Callable[..., Worker], tmp_path: Any
 ) -> None:
     worker = start_worker(redis_server.url)
-    api = _queue_server(make_server, redis_server.url)
-    worker.signal(signal.SIGTERM)
-    assert worker.process.wait(timeout=60) == 0
-    # Withdrawn at once, not when its liveness expires: the monitor's next look says so.
-    poll(lambda: not api.state.dispatcher.readiness()["workers"], timeout=wire.ALIVE_TTL_S)
+    port = free_port()
+    with open(tmp_path / "serve.log", "wb") as log:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--queue", redis_server.url,
+             "--port", str(port), "--spec-dir", str(TEST_SPECS), "--log-level", "warning"],
+            cwd=ROOT, env=proctor_env(), stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        poll(lambda: _answers(url + "/readyz") == 200, timeout=120)
+        response = _post(url, [_sleep(0, "a")])
+        assert [r["status"] for r in response.json()["results"]] == ["ok"]
+        worker.signal(signal.SIGTERM)
+        assert worker.process.wait(timeout=60) == 0
+        # Withdrawn at once, not when its liveness expires: the API's next look says so.
+        poll(lambda: _answers(url + "/readyz") == 503, timeout=wire.ALIVE_TTL_S)
+    finally:
+        serve.terminate()
+        serve.wait(timeout=60)
+
+
+def _answers(url: str) -> int | None:
+    try:
+        return httpx.get(url, timeout=5).status_code
+    except httpx.HTTPError:
+        return None  # not listening yet
 
 
 def test_a_worker_refuses_unknown_domains() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "service.cli", "worker", "--queue", "redis://127.0.0.1:1/0",
          "--domains", "math,nope"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env=proctor_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2
     assert "unknown domains ['nope']" in done.stderr

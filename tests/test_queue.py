@@ -312,6 +312,14 @@ def test_a_tls_url_with_a_password_passes_through_to_jobs_and_metrics(
         assert [r["status"] for r in done["result"]["results"]] == ["ok", "ok"]
         metrics = httpx.get(api.url + "/metrics").text
         assert 'proctor_dispatch_extra{backend="queue",name="workers_alive:sleep"} 1.0' in metrics
+        # An item that kills the worker's pool processes is poison there, as in the embedded
+        # default; the worker reports its pool's counts, which the API sums.
+        crash = {"id": "c", "domain": "crash", "response": "x", "reference": {}}
+        crashed = _post(api.url, [crash])
+        assert crashed.json()["results"][0]["details"]["reason"] == "poison"
+        poll(lambda: api.state.dispatcher.stats().poison_items == 1, timeout=10)
+        stats = api.state.dispatcher.stats()
+        assert (stats.workers, stats.restarts) == (1, 2)
         assert "s3cret" not in repr(api.settings)
         assert "s3cret" not in api.state.dispatcher.url
     finally:

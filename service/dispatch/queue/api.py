@@ -44,13 +44,16 @@ MAX_BATCH_THREADS = 256
 class _View:
     reachable: bool = False
     error: str | None = "not checked yet"
-    workers: dict[str, str] = field(default_factory=dict)
-    """Live worker -> the domains it serves (comma-separated)."""
+    workers: dict[str, wire.WorkerReport] = field(default_factory=dict)
+    """Live worker -> what it last said of itself."""
     depth: dict[str, int] = field(default_factory=dict)
     """Domain -> chunks waiting in its queue."""
 
     def alive(self, domain: str) -> int:
-        return sum(domain in served.split(",") for served in self.workers.values())
+        return sum(domain in report.domains for report in self.workers.values())
+
+    def total(self, count: str) -> int:
+        return sum(getattr(report, count) for report in self.workers.values())
 
 
 class QueueDispatcher:
@@ -90,8 +93,8 @@ class QueueDispatcher:
         except wire.REDIS_ERRORS as exc:
             self._view = _View(False, f"{type(exc).__name__}: {exc}")
 
-    def _live_workers(self) -> dict[str, str]:
-        """Live worker -> the domains it serves; forgets the workers that are gone."""
+    def _live_workers(self) -> dict[str, wire.WorkerReport]:
+        """Live worker -> its report; forgets the workers that are gone."""
         names = sorted(_text(name) for name in self.client.smembers(wire.WORKERS_KEY))
         if not names:
             return {}
@@ -99,11 +102,12 @@ class QueueDispatcher:
         gone = [name for name, value in zip(names, values, strict=True) if value is None]
         if gone:
             self.client.srem(wire.WORKERS_KEY, *gone)
-        return {
-            name: _text(value)
-            for name, value in zip(names, values, strict=True)
-            if value is not None
-        }
+        reports = {}
+        for name, value in zip(names, values, strict=True):
+            report = None if value is None else wire.WorkerReport.decode(value)
+            if report is not None:
+                reports[name] = report
+        return reports
 
     def _depths(self) -> dict[str, int]:
         with self.client.pipeline(transaction=False) as pipe:
@@ -127,8 +131,9 @@ class QueueDispatcher:
         return {"queue": view.reachable, "workers": view.reachable and bool(view.workers)}
 
     def stats(self) -> DispatchStats:
-        """`workers` counts live `proctor worker`s (each a pool of processes on its machine);
-        `pending` the chunks waiting on the queues; the rest is counted on this API process."""
+        """Processes, restarts, timeouts and poison items are summed over the live workers'
+        reports (a worker that goes takes its counts with it), with this API's own poison
+        items; `pending` is the chunks on the queues; the extras are counted here."""
         view, c = self._view, self.counters
         extras: dict[str, float] = {
             "chunks": c.chunks,
@@ -138,16 +143,19 @@ class QueueDispatcher:
             "orphaned_items": c.orphaned_items,
             "unreadable_results": c.unreadable,
             "queue_reachable": float(view.reachable),
+            "worker_hosts": len(view.workers),
         }
         for domain in self._queues:
             extras[f"workers_alive:{domain}"] = view.alive(domain)
             extras[f"queued_chunks:{domain}"] = view.depth.get(domain, 0)
         return DispatchStats(
             backend="queue",
-            workers=len(view.workers),
-            ready_workers=len(view.workers),
+            workers=view.total("processes"),
+            ready_workers=view.total("ready_processes"),
             pending=sum(view.depth.values()),
-            poison_items=c.poison_items,
+            restarts=view.total("restarts"),
+            timeouts=view.total("timeouts"),
+            poison_items=c.poison_items + view.total("poison_items"),
             broken=None if view.reachable else f"the queue at {self.url} is unreachable",
             extras=extras,
         )
@@ -222,7 +230,7 @@ class QueueDispatcher:
             )
             while True:
                 live = self._live_workers()
-                missing = [d for d in domains if not any(d in s.split(",") for s in live.values())]
+                missing = [d for d in domains if not any(d in r.domains for r in live.values())]
                 if batch.cancelled.is_set():
                     return
                 if not missing:

@@ -151,7 +151,9 @@ class WorkerHost:
                         ready = self.ready()
                         key = wire.alive_key(self.name)
                         if ready:
-                            pipe.set(key, ",".join(self.domains), px=_ms(wire.ALIVE_TTL_S))
+                            stats = self.dispatcher.stats()
+                            report = wire.WorkerReport.of(tuple(self.domains), stats).encode()
+                            pipe.set(key, report, px=_ms(wire.ALIVE_TTL_S))
                             pipe.sadd(wire.WORKERS_KEY, self.name)
                         else:
                             pipe.delete(key)

@@ -3,9 +3,10 @@ function's name and how to connect. Every default of queue mode is here (as rq's
 
 Keys (all under `proctor:`), besides RQ's own (`rq:queue:proctor-<domain>`, jobs, registries):
 
-- `proctor:alive:<worker>`: the domains a worker serves, while it is alive and warm (expires
-  `ALIVE_TTL_S` after its last refresh), and `proctor:workers`, the set of workers that have
-  said so (the API side drops those whose key has expired);
+- `proctor:alive:<worker>`: a worker's `WorkerReport` (the domains it serves, its pool's
+  counts), while it is alive and warm (expires `ALIVE_TTL_S` after its last refresh), and
+  `proctor:workers`, the set of workers that have said so (the API side drops those whose key
+  has expired);
 - `proctor:claim:<job>`: the worker that took a chunk's job (kept until the batch is over);
 - `proctor:lease:<job>`: held while that worker scores the chunk (expires `LEASE_TTL_S` after its
   last refresh): a claim without a lease is a chunk whose worker is gone;
@@ -19,11 +20,15 @@ trusted deployment, since whoever can write to it runs code in the workers.
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from service.dispatch.base import DispatchStats
 
 __all__ = [
     "ALIVE_REFRESH_S",
@@ -37,6 +42,7 @@ __all__ = [
     "REDIS_ERRORS",
     "RESULT_GRACE_S",
     "WORKERS_KEY",
+    "WorkerReport",
     "alive_key",
     "claim_key",
     "connect",
@@ -69,6 +75,44 @@ JOB_FUNCTION = "service.dispatch.queue.host.score_chunk"
 REDIS_ERRORS = (redis.RedisError,)
 """What a Redis that is unreachable (down, restarting, partitioned) or unable to serve (out of
 memory, a replica, a changed password) raises: the queue is unavailable either way."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReport:
+    """What a live worker says of itself, refreshed with its liveness: the API side sums these
+    for /metrics (the counters count since that worker started)."""
+
+    domains: tuple[str, ...]
+    processes: int = 0
+    ready_processes: int = 0
+    restarts: int = 0
+    timeouts: int = 0
+    poison_items: int = 0
+
+    @classmethod
+    def of(cls, domains: tuple[str, ...], stats: DispatchStats) -> WorkerReport:
+        return cls(
+            domains,
+            stats.workers,
+            stats.ready_workers,
+            stats.restarts,
+            stats.timeouts,
+            stats.poison_items,
+        )
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> WorkerReport | None:
+        """The report in `raw`, or None if it is not one (a worker of another version)."""
+        try:
+            value = json.loads(raw)
+            counts = {k: int(value.get(k, 0)) for k in ("processes", "ready_processes",
+                      "restarts", "timeouts", "poison_items")}  # fmt: skip
+            return cls(tuple(str(d) for d in value["domains"]), **counts)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
 
 
 def queue_name(domain: str) -> str:

@@ -1,4 +1,5 @@
-"""The `proctor` command: `serve`, `score` (library mode, no server) and `specs`."""
+"""The `proctor` command: `serve`, `worker` (queue mode), `score` (library mode, no server) and
+`specs`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
 
 from reward_specs import Spec
 from service.auth import ExposureError, check_exposure, redact_access_log
+from service.dispatch.queue.host import run_worker
 from service.fastjson import dump_json
 from service.ingest import RequestItem, loads_json, validate_score_request
 from service.loading import load_all_specs, load_registry
@@ -37,6 +39,8 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
         values["workers"] = args.workers
     if getattr(args, "spec_dir", None):
         values["spec_dirs"] = tuple(args.spec_dir)
+    if getattr(args, "queue", None):
+        values["queue_url"] = args.queue
     return Settings(**values)
 
 
@@ -81,6 +85,17 @@ def _serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
     )
     return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    settings = _settings(args, worker_concurrency=args.concurrency)
+    domains = [d.strip() for d in args.domains.split(",") if d.strip()] if args.domains else None
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    try:
+        return run_worker(settings, domains)
+    except ValueError as exc:
+        print(f"proctor worker: {exc}", file=sys.stderr)
+        return 2
 
 
 def result_line(result: ScoreResult, omit_timing: bool = False) -> str:
@@ -238,7 +253,25 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve on a non-loopback address with no API key (logged as a warning)",
     )
+    serve.add_argument(
+        "--queue", default=None, help="Redis URL: score through `proctor worker`s (queue mode)"
+    )
     serve.set_defaults(func=_serve)
+
+    worker = sub.add_parser("worker", help="score the chunks of a queue (one per machine)")
+    worker.add_argument("--queue", required=True, help="Redis URL (redis://, rediss://)")
+    worker.add_argument(
+        "--domains", default=None, help="comma-separated domains to take (default: all)"
+    )
+    worker.add_argument(
+        "--workers", type=int, default=None, help="worker processes (default: cores)"
+    )
+    worker.add_argument(
+        "--concurrency", type=int, default=None, help="chunks taken at a time (default 4)"
+    )
+    worker.add_argument("--spec-dir", type=Path, action="append", help="extra spec directory")
+    worker.add_argument("--log-level", default="info")
+    worker.set_defaults(func=_worker)
 
     score = sub.add_parser(
         "score", help="score a JSONL file of items in-process, writing JSONL results"

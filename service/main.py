@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import SpecError
 from service.auth import ApiKeyAuth
-from service.dispatch import Dispatcher, make_dispatcher
+from service.dispatch import Dispatcher, DispatchRefused, make_dispatcher
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import JobStore
 from service.loading import load_all_specs, load_registry
@@ -141,6 +141,15 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+async def _refused(request: Request, exc: Exception) -> Response:
+    """A batch the dispatcher could not take at all (no live worker, the queue unreachable or
+    full): 503 or 429 with `Retry-After`, and the reason."""
+    if not isinstance(exc, DispatchRefused):
+        raise exc
+    headers = {"Retry-After": str(exc.retry_after_s)}
+    return JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=headers)
+
+
 def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> AppState:
     """Registry, specs and dispatcher for `settings` (the backend the settings pick, unless one
     is given); spec errors surface here, at start-up."""
@@ -188,6 +197,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     app.state.proctor = state
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(DispatchRefused, _refused)
     app.include_router(score.router)
     app.include_router(health.router)
     app.include_router(puzzles.router)

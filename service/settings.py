@@ -108,7 +108,31 @@ class Settings(BaseSettings):
     """On SIGTERM, how long requests in flight may finish before they are cut off and the
     workers and sandboxes are stopped."""
 
+    queue_url: str | None = Field(None, repr=False)
+    """Redis URL of the queue (`redis://HOST:PORT/DB`, `rediss://` for TLS, `redis://:PW@...`
+    with a password). Set, the service puts batches on RQ queues for `proctor worker`s instead of
+    scoring them in its own worker processes; unset, the embedded default."""
+    queue_wait_s: float = Field(10.0, gt=0, le=600)
+    """Queue mode: how long a request waits for a live worker of a domain it needs before it is
+    refused with 503; also how long a batch's chunks may have no live worker before their items
+    come back `infra_error` (`workers_unavailable`)."""
+    max_queue_depth: int = Field(65536, ge=1)
+    """Queue mode: items waiting for a result (across API replicas) beyond which a new request is
+    refused with 429 and `Retry-After`. A request larger than this is taken when nothing waits.
+    Checked at admission: replicas admitting at the same moment may pass it by a batch each."""
+    queue_chunk_size: int = Field(0, ge=0, le=4096)
+    """Queue mode: items per RQ job; 0 picks one from the batch size and the live workers."""
+    worker_concurrency: int = Field(4, ge=1, le=256)
+    """`proctor worker`: chunks one worker takes at a time (each spread over all its processes)."""
+
     sandbox: SandboxSettings = SandboxSettings()
+
+    @field_validator("queue_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("queue_url must be a redis://, rediss:// or unix:// URL")
+        return value
 
     @model_validator(mode="after")
     def _deadline_covers_an_item(self) -> Settings:

@@ -15,7 +15,7 @@ import pytest
 from service.settings import Settings
 from tests.helpers import TEST_SPECS, Server, running_server
 
-pytest_plugins = ["tests.sandbox_fixtures"]
+pytest_plugins = ["tests.sandbox_fixtures", "tests.redis_fixtures"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SHORT = os.environ.get("PROCTOR_SHORT", "") == "1"

@@ -8,6 +8,8 @@
 - `count`: declares the response's last line as its answer key and reports in `details.call` how
   many times its worker process has called it, so a test sees which items were scored apart;
 - `bad_key`: like `count`, but its answer key raises (the service must fall back to the response).
+- `kill_host`: SIGKILLs the `proctor worker` process that hosts its worker process (queue mode:
+  an item that takes a whole worker machine down); refuses to run anywhere else.
 - `ordered`: sleeps `reference.seconds`, labels its workload by `reference.kind` and reports in
   `details.call` the order in which its worker process scored it (scheduling tests).
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -102,6 +105,27 @@ def _raising_key(response: str, config: _Config) -> str:
     raise RuntimeError("a bug in an answer key")
 
 
+def _worker_host() -> int | None:
+    """The nearest ancestor that is a `proctor worker` (pool process -> forkserver -> host)."""
+    pid = os.getppid()
+    while pid > 1:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if b"service.cli" in cmdline and b"worker" in cmdline:
+            return pid
+        status = Path(f"/proc/{pid}/status").read_text()
+        pid = int(next(ln for ln in status.splitlines() if ln.startswith("PPid:")).split()[1])
+    return None
+
+
+def _kill_host(response: str, ref: ReferenceModel, config: _Config, ctx: ScoreContext) -> Judgement:
+    host = _worker_host()
+    if host is None:
+        raise RuntimeError("kill_host runs under `proctor worker` only")
+    os.kill(host, signal.SIGKILL)
+    time.sleep(60)  # this process goes with its host's pipes
+    return Judgement(score=0.0, success=False, parsed=False)
+
+
 def registry() -> Registry:
     return Registry(
         [
@@ -112,6 +136,7 @@ def registry() -> Registry:
             Scorer("count", _Config, ReferenceModel, _count, lambda: [], answer_key=_last_line),
             Scorer("bad_key", _Config, ReferenceModel, _count, lambda: [], answer_key=_raising_key),
             Scorer("ordered", _Config, SleepReference, _ordered, lambda: [], workload=_kind),
+            Scorer("kill_host", _Config, ReferenceModel, _kill_host, lambda: []),
         ]
     )
 

@@ -4,14 +4,30 @@ backend from the settings. The rest of the service imports nothing else from thi
 from __future__ import annotations
 
 from reward_specs import Registry
-from service.dispatch import local
-from service.dispatch.base import Dispatcher, DispatchStats
+from service.dispatch import local, queue
+from service.dispatch.base import (
+    Dispatcher,
+    DispatchRefused,
+    DispatchStats,
+    Overloaded,
+    Unavailable,
+)
 from service.settings import Settings
 
-__all__ = ["DispatchStats", "Dispatcher", "make_dispatcher"]
+__all__ = [
+    "DispatchRefused",
+    "DispatchStats",
+    "Dispatcher",
+    "Overloaded",
+    "Unavailable",
+    "make_dispatcher",
+]
 
 
 def make_dispatcher(settings: Settings, registry: Registry) -> Dispatcher:
-    """The backend `settings` asks for; today the embedded default (worker processes and a
-    sandbox pool in this process): the only backend so far."""
+    """The backend `settings` asks for: with a `queue_url`, RQ queues served by `proctor worker`s
+    (service.dispatch.queue); without, the embedded default (worker processes and a sandbox pool
+    in this process)."""
+    if settings.queue_url is not None:
+        return queue.QueueDispatcher(settings, registry)
     return local.LocalDispatcher(settings, registry)

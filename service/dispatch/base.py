@@ -14,7 +14,14 @@ from typing import Protocol
 
 from reward_specs import Item, Outcome, Spec
 
-__all__ = ["DispatchStats", "Dispatcher"]
+__all__ = [
+    "DispatchRefused",
+    "DispatchStats",
+    "Dispatcher",
+    "Overloaded",
+    "Renumbered",
+    "Unavailable",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +47,29 @@ class DispatchStats:
     """What only this backend knows (name -> value), exported with the name as a label."""
 
 
+class DispatchRefused(Exception):
+    """The backend cannot take a batch at all; the request as a whole is refused (the app
+    answers `status_code` with `Retry-After`), and nothing of it was scored."""
+
+    status_code = 503
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Overloaded(DispatchRefused):
+    """Too much work is waiting already: 429."""
+
+    status_code = 429
+
+
+class Unavailable(DispatchRefused):
+    """What the backend needs is down (no live worker, the queue unreachable): 503."""
+
+    status_code = 503
+
+
 class Dispatcher(Protocol):
     async def start(self) -> None:
         """Bring workers up; return once the dispatcher accepts work (workers may still warm up)."""
@@ -62,4 +92,16 @@ class Dispatcher(Protocol):
     ) -> list[Outcome]:
         """Exactly one outcome per item, in order, by `deadline` (a `time.monotonic()` instant),
         whatever part of the dispatcher has died. `on_done(position)` is called, from any
-        thread, as each item gets its outcome (a job's progress)."""
+        thread, as each item gets its outcome (a job's progress). Raises `DispatchRefused`
+        (only) when the batch cannot be taken or its results cannot be had at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class Renumbered:
+    """An `on_done` for a sub-batch: reports the position in the whole batch."""
+
+    on_done: Callable[[int], None]
+    positions: Sequence[int]
+
+    def __call__(self, index: int) -> None:
+        self.on_done(self.positions[index])

@@ -15,11 +15,10 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from sandboxes import SandboxBackend, SandboxError, open_backend
-from service.dispatch.base import DispatchStats
+from service.dispatch.base import DispatchStats, Renumbered
 from service.dispatch.costs import CostModel
 from service.dispatch.pool import WorkerPool
 from service.settings import Settings
@@ -123,7 +122,7 @@ class LocalDispatcher:
 
         pool_items = [items[p] for p in in_pool]
         labels = [self.costs.label(item) for item in pool_items]
-        pool_done = None if on_done is None else _Renumbered(on_done, in_pool)
+        pool_done = None if on_done is None else Renumbered(on_done, in_pool)
         pool_future = self.pool.submit(
             spec.name, pool_items, deadline, self.costs.estimates(labels), pool_done
         )
@@ -183,14 +182,3 @@ class LocalDispatcher:
                 "deadline_exceeded",
                 "the request deadline passed before this item was scored",
             )
-
-
-@dataclass(frozen=True, slots=True)
-class _Renumbered:
-    """An `on_done` for a sub-batch: reports the position in the whole batch."""
-
-    on_done: Callable[[int], None]
-    positions: list[int]
-
-    def __call__(self, index: int) -> None:
-        self.on_done(self.positions[index])

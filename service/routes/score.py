@@ -74,6 +74,14 @@ components."""
 _REFUSALS: dict[int | str, dict[str, Any]] = {
     413: {"description": "The request body exceeds `max_request_bytes` (see /v1/limits)."},
     422: {"description": "A malformed request: `detail[].loc` names the offending field."},
+    429: {
+        "description": "Queue mode: `max_queue_depth` items wait already; retry after "
+        "`Retry-After` seconds. Nothing was scored."
+    },
+    503: {
+        "description": "Queue mode: no live worker for a domain of the batch, or the queue "
+        "unreachable; retry after `Retry-After` seconds. Nothing was scored."
+    },
 }
 
 

@@ -1,0 +1,279 @@
+"""The queue backend's API side: `Dispatcher` for `proctor serve --queue URL`.
+
+Admission first: a batch is refused with `Overloaded` (429) when `max_queue_depth` items already
+wait for results, and with `Unavailable` (503) when, after `queue_wait_s`, a domain it needs has
+no live worker, or when Redis cannot be reached. Then its chunks go on RQ queues, one per domain
+(`BatchRun`), and the request waits for their results. Items of domains no scorer knows are
+answered here (`invalid`, as the engine answers them): they have no queue.
+
+A monitor task keeps a snapshot of Redis's reachability, the live workers per domain and the
+queue depths, for readiness, metrics and routing; admission reads Redis itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from rq import Queue
+
+from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
+from service.dispatch.base import DispatchStats, Overloaded, Renumbered, Unavailable
+from service.dispatch.queue import wire
+from service.dispatch.queue.batch import BatchRun, Counters, chunk_size
+from service.settings import Settings
+
+__all__ = ["QueueDispatcher"]
+
+log = logging.getLogger(__name__)
+
+MONITOR_S = 0.5
+"""How often the snapshot of workers and queues is refreshed."""
+MAX_BATCH_THREADS = 256
+"""Batches in flight at once per API process (each waits on Redis on a thread of its own)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    reachable: bool = False
+    error: str | None = "not checked yet"
+    workers: dict[str, wire.WorkerReport] = field(default_factory=dict)
+    """Live worker -> what it last said of itself."""
+    depth: dict[str, int] = field(default_factory=dict)
+    """Domain -> chunks waiting in its queue."""
+
+    def alive(self, domain: str) -> int:
+        return sum(domain in report.domains for report in self.workers.values())
+
+    def total(self, count: str) -> int:
+        return sum(getattr(report, count) for report in self.workers.values())
+
+
+class QueueDispatcher:
+    def __init__(self, settings: Settings, registry: Registry) -> None:
+        if settings.queue_url is None:
+            raise ValueError("the queue backend needs settings.queue_url")
+        self.settings = settings
+        self.registry = registry
+        self.url = wire.redacted(settings.queue_url)
+        self.client = wire.connect(settings.queue_url)
+        self.counters = Counters()
+        self._queues = {
+            s.domain: Queue(wire.queue_name(s.domain), connection=self.client) for s in registry
+        }
+        self._view = _View()
+        self._threads = ThreadPoolExecutor(MAX_BATCH_THREADS, thread_name_prefix="proctor-queue")
+        self._monitor: asyncio.Task[None] | None = None
+        self._batches: set[BatchRun] = set()
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._refresh)
+        if not self._view.reachable:
+            log.error("the queue at %s is unreachable: %s", self.url, self._view.error)
+        self._monitor = asyncio.create_task(self._watch(), name="proctor-queue-monitor")
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(MONITOR_S)
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._threads, self._refresh)
+            except Exception:  # a bug of ours must not freeze the snapshot for good
+                log.exception("the queue monitor failed; it goes on")
+
+    def _refresh(self) -> None:
+        try:
+            self._view = _View(True, None, self._live_workers(), self._depths())
+        except wire.REDIS_ERRORS as exc:
+            self._view = _View(False, f"{type(exc).__name__}: {exc}")
+
+    def _live_workers(self) -> dict[str, wire.WorkerReport]:
+        """Live worker -> its report; forgets the workers that are gone."""
+        names = sorted(_text(name) for name in self.client.smembers(wire.WORKERS_KEY))
+        if not names:
+            return {}
+        values = self.client.mget([wire.alive_key(name) for name in names])
+        gone = [name for name, value in zip(names, values, strict=True) if value is None]
+        if gone:
+            self.client.srem(wire.WORKERS_KEY, *gone)
+        reports = {}
+        for name, value in zip(names, values, strict=True):
+            report = None if value is None else wire.WorkerReport.decode(value)
+            if report is not None:
+                reports[name] = report
+        return reports
+
+    def _depths(self) -> dict[str, int]:
+        with self.client.pipeline(transaction=False) as pipe:
+            for queue in self._queues.values():
+                pipe.llen(queue.key)
+            counts = pipe.execute()
+        return dict(zip(self._queues, counts, strict=True))
+
+    async def stop(self) -> None:
+        if self._monitor is not None:
+            self._monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._monitor
+        for batch in list(self._batches):
+            batch.cancel("shutting_down", "the service is shutting down")
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
+
+    def readiness(self) -> dict[str, bool]:
+        view = self._view
+        return {"queue": view.reachable, "workers": view.reachable and bool(view.workers)}
+
+    def stats(self) -> DispatchStats:
+        """Processes, restarts, timeouts and poison items are summed over the live workers'
+        reports (a worker that goes takes its counts with it), with this API's own poison
+        items; `pending` is the chunks on the queues; the extras are counted here."""
+        view, c = self._view, self.counters
+        extras: dict[str, float] = {
+            "chunks": c.chunks,
+            "chunk_retries": c.retries,
+            "abandoned_chunks": c.abandoned,
+            "duplicate_results": c.duplicates,
+            "orphaned_items": c.orphaned_items,
+            "unreadable_results": c.unreadable,
+            "queue_reachable": float(view.reachable),
+            "worker_hosts": len(view.workers),
+        }
+        for domain in self._queues:
+            extras[f"workers_alive:{domain}"] = view.alive(domain)
+            extras[f"queued_chunks:{domain}"] = view.depth.get(domain, 0)
+        return DispatchStats(
+            backend="queue",
+            workers=view.total("processes"),
+            ready_workers=view.total("ready_processes"),
+            pending=sum(view.depth.values()),
+            restarts=view.total("restarts"),
+            timeouts=view.total("timeouts"),
+            poison_items=c.poison_items + view.total("poison_items"),
+            broken=None if view.reachable else f"the queue at {self.url} is unreachable",
+            extras=extras,
+        )
+
+    async def run(
+        self,
+        spec: Spec,
+        items: Sequence[Item],
+        deadline: float,
+        on_done: Callable[[int], None] | None = None,
+    ) -> list[Outcome]:
+        outcomes: dict[int, Outcome] = {}
+        queued: list[int] = []
+        for position, item in enumerate(items):
+            if item.domain in self._queues:
+                queued.append(position)
+                continue
+            outcomes[position] = score_item(self.registry, spec, item, ScoreContext())
+            if on_done is not None:
+                on_done(position)
+        if queued:
+            batch = BatchRun(
+                self.client,
+                secrets.token_hex(8),
+                spec.name,
+                [items[p] for p in queued],
+                deadline,
+                chunk_items=self._chunk_items,
+                alive=self._view_alive,
+                queue_wait_s=self.settings.queue_wait_s,
+                counters=self.counters,
+                on_done=None if on_done is None else Renumbered(on_done, queued),
+            )
+            loop = asyncio.get_running_loop()
+            self._batches.add(batch)
+            try:
+                await loop.run_in_executor(self._threads, self._admit, batch)
+                scored = await loop.run_in_executor(self._threads, self._run_admitted, batch)
+            except asyncio.CancelledError:
+                batch.cancel("dispatch_error", "the request was cancelled")  # ends at its next look
+                raise
+            finally:
+                self._batches.discard(batch)
+            outcomes.update(zip(queued, scored, strict=True))
+        return [outcomes[position] for position in range(len(items))]
+
+    def _view_alive(self, domain: str) -> int:
+        return self._view.alive(domain)
+
+    def _chunk_items(self, domain: str, n: int) -> int:
+        return chunk_size(n, self._view.alive(domain), self.settings.queue_chunk_size)
+
+    # ------------------------------------------------------------------ batch threads
+
+    def _admit(self, batch: BatchRun) -> None:
+        """Refuse the batch if the queue is full, or if a domain it needs has no live worker
+        within `queue_wait_s`; else count its items as waiting."""
+        n = len(batch.items)
+        domains = sorted({item.domain for item in batch.items})
+        try:
+            now = wire.server_time(self.client)
+            batch.clock(now)
+            waiting = self._waiting_items(now)
+            limit = self.settings.max_queue_depth
+            if waiting and waiting + n > limit:
+                raise Overloaded(
+                    f"{waiting} items are waiting in the queue and this request has {n}; "
+                    f"the server takes at most {limit} (max_queue_depth): retry later"
+                )
+            give_up = time.monotonic() + min(
+                self.settings.queue_wait_s, max(0.0, batch.deadline - time.monotonic())
+            )
+            while True:
+                live = self._live_workers()
+                missing = [d for d in domains if not any(d in r.domains for r in live.values())]
+                if batch.cancelled.is_set():
+                    return
+                if not missing:
+                    break
+                if time.monotonic() >= give_up:
+                    raise Unavailable(
+                        f"no worker serving {', '.join(missing)} is alive on the queue at "
+                        f"{self.url} (waited {self.settings.queue_wait_s:g}s); start "
+                        "`proctor worker --queue URL` for these domains",
+                        retry_after_s=max(1, math.ceil(self.settings.queue_wait_s)),
+                    )
+                time.sleep(0.1)
+            expiry = batch.deadline_at + wire.KEEP_S
+            self.client.hset(wire.INFLIGHT_KEY, batch.batch_id, f"{n} {expiry}")
+        except wire.REDIS_ERRORS as exc:
+            raise Unavailable(
+                f"the queue at {self.url} is unreachable ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def _waiting_items(self, now: float) -> int:
+        """Items of batches waiting for results (any API replica) at `now` (Redis's clock);
+        forgets expired entries."""
+        waiting, expired = 0, []
+        for batch_id, value in self.client.hgetall(wire.INFLIGHT_KEY).items():
+            try:
+                count, expiry = _text(value).split()
+                if float(expiry) < now:
+                    expired.append(batch_id)
+                else:
+                    waiting += int(count)
+            except ValueError:  # not ours: ignored, and dropped
+                expired.append(batch_id)
+        if expired:
+            self.client.hdel(wire.INFLIGHT_KEY, *expired)
+        return waiting
+
+    def _run_admitted(self, batch: BatchRun) -> list[Outcome]:
+        try:
+            return batch.run()
+        finally:
+            with contextlib.suppress(*wire.REDIS_ERRORS):  # it expires by itself otherwise
+                self.client.hdel(wire.INFLIGHT_KEY, batch.batch_id)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

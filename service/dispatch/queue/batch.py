@@ -1,0 +1,335 @@
+"""One batch through the queue, on the API side: its chunks enqueued on RQ queues, its results
+collected, lost chunks re-run, until every item has exactly one outcome.
+
+Runs on a thread of its own (it blocks on Redis). What it guarantees:
+
+- results are recorded per item position, first one wins: a chunk that finishes twice (its first
+  worker was only slow, or stopped) counts once;
+- a chunk claimed by a worker whose lease then lapses (the worker was killed, stopped or cut off)
+  is re-enqueued at once, and so is one taken off its queue but never claimed (its worker died
+  in between, or its job failed); a chunk lost twice is split into single items, and a single
+  item lost twice is judged 0 as `poison` (as the local pool judges an item that kills two
+  workers), so an item that kills every worker it meets costs at most three of them;
+- chunks of a domain no live worker has served for `queue_wait_s` come back `infra_error`
+  (`workers_unavailable`), and items with no outcome by the deadline `deadline_exceeded`;
+- Redis unreachable: `Unavailable`, at once (the request fails fast; nothing is guessed).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from rq import Queue
+from rq.job import Job
+
+from reward_specs import Item, Outcome
+from service.dispatch.base import Unavailable
+from service.dispatch.queue import wire
+
+__all__ = ["BatchRun", "Counters", "chunk_size"]
+
+log = logging.getLogger(__name__)
+
+_MAX_LAPSES = 2
+
+
+@dataclass
+class Counters:
+    """Counts since start, shared by a dispatcher's batches (under `lock`)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    chunks: int = 0
+    retries: int = 0
+    """Chunks re-enqueued after their worker was lost."""
+    abandoned: int = 0
+    """Chunks whose worker's lease lapsed."""
+    duplicates: int = 0
+    """Outcomes that came a second time (a chunk finished twice) and were dropped."""
+    poison_items: int = 0
+    orphaned_items: int = 0
+    """Items that came back `workers_unavailable` (no live worker for their domain)."""
+    unreadable: int = 0
+    """Results that could not be read and were dropped."""
+
+    def add(self, **counts: int) -> None:
+        with self.lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+
+@dataclass(eq=False)
+class _Chunk:
+    domain: str
+    positions: list[int]
+    lapses: int = 0
+    job_id: str = ""
+    orphan_since: float | None = None
+    unclaimed_since: float | None = None
+
+
+def chunk_size(n: int, workers: int, configured: int) -> int:
+    """Items per job: `configured`, or about four jobs per live worker, between 1 and 256 (a
+    worker spreads a job over all its processes; a lost job is cheap to redo)."""
+    if configured:
+        return configured
+    return max(1, min(256, math.ceil(n / (4 * max(1, workers)))))
+
+
+class BatchRun:
+    def __init__(
+        self,
+        client: redis.Redis,
+        batch_id: str,
+        spec_name: str,
+        items: Sequence[Item],
+        deadline: float,
+        *,
+        chunk_items: Callable[[str, int], int],
+        alive: Callable[[str], int],
+        queue_wait_s: float,
+        counters: Counters,
+        on_done: Callable[[int], None] | None = None,
+    ) -> None:
+        """`items` are the batch's items (all of domains that have a queue), `deadline` a
+        `time.monotonic()` instant; `chunk_items(domain, n)` is the job size for `n` items of a
+        domain, `alive(domain)` how many live workers serve it."""
+        self.client = client
+        self.batch_id = batch_id
+        self.spec_name = spec_name
+        self.items = items
+        self.deadline = deadline
+        self.deadline_at = 0.0
+        """The deadline on Redis's clock (`wire.server_time`), set by `clock` before `run`."""
+        self.alive = alive
+        self.queue_wait_s = queue_wait_s
+        self.counters = counters
+        self.on_done = on_done
+        self.results: list[Outcome | None] = [None] * len(items)
+        self.remaining = len(items)
+        self.cancelled = threading.Event()
+        self._stopped_by = ("deadline_exceeded", "the request deadline passed")
+        self._jobs = 0
+        self._chunks: list[_Chunk] = []
+        by_domain: dict[str, list[int]] = {}
+        for position, item in enumerate(items):
+            by_domain.setdefault(item.domain, []).append(position)
+        for domain, positions in by_domain.items():
+            size = chunk_items(domain, len(positions))
+            for start in range(0, len(positions), size):
+                self._chunks.append(_Chunk(domain, positions[start : start + size]))
+
+    def clock(self, redis_now: float) -> None:
+        """Place the deadline on Redis's clock, `redis_now` being its time now."""
+        self.deadline_at = redis_now + max(0.0, self.deadline - time.monotonic())
+
+    def cancel(self, code: str, why: str) -> None:
+        """Stop waiting (any thread): the items without an outcome get `infra_error` `code`."""
+        self._stopped_by = (code, why)
+        self.cancelled.set()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> list[Outcome]:
+        """Block until every item has its outcome (or the deadline, or `cancelled`)."""
+        key = wire.results_key(self.batch_id)
+        try:
+            self._enqueue(self._chunks)
+            checked = time.monotonic()
+            while self.remaining and not self.cancelled.is_set():
+                now = time.monotonic()
+                if now >= self.deadline + wire.RESULT_GRACE_S:
+                    break
+                wait = min(wire.LEASE_CHECK_S, self.deadline + wire.RESULT_GRACE_S - now)
+                popped = self.client.blpop([key], timeout=max(0.01, wait))
+                if popped is not None:
+                    self._take(popped[1])
+                if time.monotonic() - checked >= wire.LEASE_CHECK_S:
+                    self._check_chunks()
+                    checked = time.monotonic()
+            self.client.delete(key)
+        except wire.REDIS_ERRORS as exc:
+            raise Unavailable(
+                f"the queue (Redis) became unreachable during this batch: {exc}; "
+                "nothing of the batch is returned, retry once the queue is back"
+            ) from exc
+        code, why = self._stopped_by
+        for position, outcome in enumerate(self.results):
+            if outcome is None:
+                message = f"{why} before this item was scored"
+                self._record(position, Outcome.failure("infra_error", code, message))
+        return [outcome for outcome in self.results if outcome is not None]
+
+    def _record(self, position: int, outcome: Outcome) -> bool:
+        if self.results[position] is not None:
+            return False
+        self.results[position] = outcome
+        self.remaining -= 1
+        if self.on_done is not None:
+            try:
+                self.on_done(position)
+            except Exception:  # a progress report is never worth a batch
+                log.exception("a batch's progress callback failed")
+        return True
+
+    def _take(self, payload: object) -> None:
+        """Record a chunk's outcomes; one that cannot be read (a worker of another version, a
+        stray write) is dropped and logged: its items are re-run or time out like lost ones."""
+        try:
+            outcomes = _outcomes(payload)
+        except Exception:  # whatever the bytes hold, they never fail the batch
+            log.exception("batch %s: a result that cannot be read was dropped", self.batch_id)
+            self.counters.add(unreadable=1)
+            return
+        duplicates = 0
+        for position, outcome in outcomes:
+            if 0 <= position < len(self.results) and not self._record(position, outcome):
+                duplicates += 1
+        if duplicates:
+            self.counters.add(duplicates=duplicates)
+
+    def _drain(self) -> None:
+        """Take every result already pushed, without waiting."""
+        key = wire.results_key(self.batch_id)
+        while True:
+            payload = self.client.lpop(key)
+            if payload is None:
+                return
+            self._take(payload)
+
+    # ------------------------------------------------------------------ chunks
+
+    def _todo(self, chunk: _Chunk) -> list[int]:
+        return [p for p in chunk.positions if self.results[p] is None]
+
+    def _enqueue(self, chunks: Sequence[_Chunk]) -> None:
+        by_queue: dict[str, list[Any]] = {}
+        remaining_s = max(1, math.ceil(self.deadline - time.monotonic()))
+        for chunk in chunks:
+            self._jobs += 1
+            chunk.job_id = f"proctor-{self.batch_id}-{self._jobs}"
+            tasks = [(p, self.items[p]) for p in chunk.positions]
+            data = Queue.prepare_data(
+                wire.JOB_FUNCTION,
+                args=(self.batch_id, chunk.job_id, self.spec_name, tasks, self.deadline_at),
+                job_id=chunk.job_id,
+                timeout=remaining_s + 60,
+                ttl=remaining_s,
+                result_ttl=0,
+                failure_ttl=int(wire.KEEP_S) * 10,
+                description=f"proctor chunk of {len(tasks)} {chunk.domain} items",
+            )
+            by_queue.setdefault(chunk.domain, []).append(data)
+        for domain, datas in by_queue.items():
+            queue = Queue(wire.queue_name(domain), connection=self.client)
+            with self.client.pipeline() as pipe:
+                queue.enqueue_many(datas, pipeline=pipe)
+                pipe.execute()
+        self.counters.add(chunks=len(chunks))
+
+    def _check_chunks(self) -> None:
+        """Re-run the chunks whose worker was lost; give up on domains no worker serves."""
+        open_chunks = [c for c in self._chunks if self._todo(c)]
+        if not open_chunks:
+            return
+        with self.client.pipeline(transaction=False) as pipe:
+            for chunk in open_chunks:
+                pipe.exists(wire.claim_key(chunk.job_id))
+                pipe.exists(wire.lease_key(chunk.job_id))
+                pipe.hget(Job.key_for(chunk.job_id), "status")
+            answers = pipe.execute()
+        now = time.monotonic()
+        lapsed, unclaimed = [], []
+        for n, chunk in enumerate(open_chunks):
+            claimed, leased, status = answers[3 * n : 3 * n + 3]
+            if claimed:
+                if not leased:
+                    lapsed.append(chunk)
+                continue
+            # Taken off its queue, yet never claimed: its worker died (or lost Redis) in
+            # between, or the job function failed. Lost too, once the worker had time to claim;
+            # but no item of it was scored, so none of them is a suspect.
+            if status == b"queued":
+                chunk.unclaimed_since = None
+            elif chunk.unclaimed_since is None:
+                chunk.unclaimed_since = now
+            elif now - chunk.unclaimed_since >= wire.LEASE_TTL_S:
+                unclaimed.append(chunk)
+        if lapsed or unclaimed:
+            self._drain()  # a chunk that finished pushed its results before it dropped its lease
+            self._rerun([c for c in lapsed if self._todo(c)], strike=True)
+            self._rerun([c for c in unclaimed if self._todo(c)], strike=False)
+        self._check_orphans()
+
+    def _rerun(self, lost: Sequence[_Chunk], *, strike: bool) -> None:
+        """Enqueue again what is left of `lost` chunks; with `strike`, their items were being
+        scored when the worker was lost, and count that against them."""
+        again: list[_Chunk] = []
+        for chunk in lost:
+            todo = self._todo(chunk)
+            chunk.positions = []  # closed: what is left of it goes on as new chunks
+            self.counters.add(abandoned=1)
+            lapses = chunk.lapses + strike
+            log.warning(
+                "chunk %s (%d %s items) was lost (%d time(s) with its worker); re-running it",
+                chunk.job_id,
+                len(todo),
+                chunk.domain,
+                lapses,
+            )
+            if lapses < _MAX_LAPSES:
+                again.append(_Chunk(chunk.domain, todo, lapses))
+            elif len(todo) > 1:  # which item killed the workers? each goes alone from now
+                again += [_Chunk(chunk.domain, [p], 1) for p in todo]
+            else:
+                self.counters.add(poison_items=1)
+                message = "scoring this item killed a worker twice"
+                self._record(todo[0], Outcome.judged_zero("poison", message=message))
+        if again:
+            self._chunks += again
+            self.counters.add(retries=len(again))
+            self._enqueue(again)
+
+    def _check_orphans(self) -> None:
+        now = time.monotonic()
+        for chunk in self._chunks:
+            todo = self._todo(chunk)
+            if not todo:
+                continue
+            if self.alive(chunk.domain):
+                chunk.orphan_since = None
+                continue
+            if chunk.orphan_since is None:
+                chunk.orphan_since = now
+            elif now - chunk.orphan_since >= self.queue_wait_s:
+                message = (
+                    f"no worker for domain {chunk.domain!r} was alive for "
+                    f"{self.queue_wait_s:g}s while this item waited"
+                )
+                self.counters.add(orphaned_items=len(todo))
+                for position in todo:
+                    failed = Outcome.failure("infra_error", "workers_unavailable", message)
+                    self._record(position, failed)
+
+
+def _outcomes(payload: object) -> list[tuple[int, Outcome]]:
+    """A worker's result: (position, outcome) pairs, checked to be that."""
+    if not isinstance(payload, bytes):
+        raise TypeError(f"a result is {type(payload).__name__}, not bytes")
+    value = pickle.loads(payload)
+    if not isinstance(value, list) or not all(
+        isinstance(pair, tuple)
+        and len(pair) == 2
+        and isinstance(pair[0], int)
+        and isinstance(pair[1], Outcome)
+        for pair in value
+    ):
+        raise TypeError("a result is not a list of (position, outcome) pairs")
+    return value

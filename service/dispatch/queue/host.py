@@ -1,0 +1,298 @@
+"""`proctor worker --queue URL`: one command per machine that scores the chunks of RQ queues.
+
+Why not RQ's default `Worker`: it forks a work horse per job, so every chunk would pay a cold
+start (the verifiers' imports and grammars, the sandbox pool) that takes seconds, against
+milliseconds of scoring. Instead the worker hosts the embedded default, warm, once: a
+`LocalDispatcher` (the process pool, one process per core, and the sandbox pool for code), and
+runs RQ's non-forking `SimpleWorker` loops on threads (`worker_concurrency` of them) that hand
+each chunk to it; each chunk is spread over all the pool's processes. RQ still owns the queues,
+the job records and the registries (`rq info` shows these workers).
+
+A chunk is claimed in Redis when it starts and leased while it is scored (`wire`): a worker that
+is killed, stopped or cut off stops refreshing its leases, and the API re-runs its chunks within
+seconds, without waiting for RQ's heartbeat expiry. The worker says it is alive (and which
+domains it serves) only while its pool is ready. It survives Redis restarts: RQ's loops reconnect
+(one that gives up is started again), and so do the lease and liveness beats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import signal
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+from rq import Queue, SimpleWorker
+from rq.timeouts import BaseDeathPenalty
+
+from reward_specs import Item, Outcome, Registry, Spec
+from service.dispatch.local import LocalDispatcher
+from service.dispatch.queue import wire
+from service.loading import load_all_specs, load_registry
+from service.settings import Settings
+
+__all__ = ["WorkerHost", "run_worker", "score_chunk"]
+
+log = logging.getLogger(__name__)
+
+_host: WorkerHost | None = None
+"""The process's host, set by `run_worker`: the job function reaches the warm pool through it."""
+
+
+def score_chunk(
+    batch_id: str, job_id: str, spec_name: str, tasks: list[tuple[int, Item]], deadline: float
+) -> int:
+    """RQ's job function (`wire.JOB_FUNCTION`): score `tasks` ((position, item) pairs) and push
+    their outcomes on the batch's result list. `deadline` is an instant on Redis's clock."""
+    if _host is None:
+        raise RuntimeError("score_chunk runs inside `proctor worker` only")
+    return _host.score_chunk(batch_id, job_id, spec_name, tasks, deadline)
+
+
+class _NoDeathPenalty(BaseDeathPenalty):
+    """RQ's job timeout uses `signal.alarm`, main thread only; the host's dispatcher enforces
+    per-item timeouts and the request deadline itself."""
+
+    def setup_death_penalty(self) -> None:
+        pass
+
+    def cancel_death_penalty(self) -> None:
+        pass
+
+
+class ChunkWorker(SimpleWorker):
+    """RQ's non-forking worker, run on a thread of the host."""
+
+    death_penalty_class = _NoDeathPenalty
+    max_connection_wait_time = 2.0
+
+    def _install_signal_handlers(self) -> None:
+        pass  # the host's main thread owns the signals
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> Any:
+        """RQ waits for a job as long as it takes and sees a stop request only through a
+        signal, which reaches the main thread alone: here it waits `dequeue_timeout` at a time
+        and, once a stop is requested, returns no job, which ends the loop."""
+        while True:
+            found = super().dequeue_job_and_maintain_ttl(timeout, self.dequeue_timeout)
+            if found is not None or self._stop_requested:
+                return found
+
+
+class WorkerHost:
+    """The warm scoring machinery of one machine, and its beats to Redis."""
+
+    def __init__(self, settings: Settings, domains: Sequence[str] | None = None) -> None:
+        if settings.queue_url is None:
+            raise ValueError("a worker needs settings.queue_url")
+        self.settings = settings
+        registry = load_registry(settings.registry)
+        self.specs: dict[str, Spec] = load_all_specs(registry, settings.spec_dirs)
+        known = [s.domain for s in registry]
+        chosen = list(domains if domains else known)
+        unknown = sorted(set(chosen) - set(known))
+        if unknown:
+            raise ValueError(f"unknown domains {unknown}; this registry has {known}")
+        self.domains = chosen
+        self.registry = Registry([s for s in registry if s.domain in chosen])
+        self.name = f"{socket.gethostname()}-{os.getpid()}"
+        self.client = wire.connect(settings.queue_url)
+        self.dispatcher = LocalDispatcher(settings, self.registry)
+        self._loop = asyncio.new_event_loop()
+        self._leases: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(
+            target=self._loop.run_forever, name="proctor-host-loop", daemon=True
+        ).start()
+        asyncio.run_coroutine_threadsafe(self.dispatcher.start(), self._loop).result()
+        threading.Thread(target=self._beat, name="proctor-host-beat", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        try:
+            with self.client.pipeline() as pipe:
+                pipe.delete(wire.alive_key(self.name))
+                pipe.srem(wire.WORKERS_KEY, self.name)
+                pipe.execute()
+        except wire.REDIS_ERRORS:
+            log.warning("could not withdraw this worker from the queue (it expires by itself)")
+        asyncio.run_coroutine_threadsafe(self.dispatcher.stop(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def ready(self) -> bool:
+        """Whether the pool (and the sandbox, for code) can score: only then does the worker
+        say it is alive, and take chunks."""
+        return all(self.dispatcher.readiness().values())
+
+    def _beat(self) -> None:
+        """Refresh the leases of the chunks held, and say this worker is alive while it is
+        ready; a Redis that is down is retried, never fatal."""
+        said_alive = 0.0
+        while not self._stopping.wait(wire.LEASE_REFRESH_S):
+            try:
+                with self._lock:
+                    held = list(self._leases)
+                with self.client.pipeline(transaction=False) as pipe:
+                    for job_id in held:  # XX: a lease dropped meanwhile stays dropped
+                        pipe.set(wire.lease_key(job_id), 1, px=_ms(wire.LEASE_TTL_S), xx=True)
+                    if time.monotonic() - said_alive >= wire.ALIVE_REFRESH_S:
+                        ready = self.ready()
+                        key = wire.alive_key(self.name)
+                        if ready:
+                            stats = self.dispatcher.stats()
+                            report = wire.WorkerReport.of(tuple(self.domains), stats).encode()
+                            pipe.set(key, report, px=_ms(wire.ALIVE_TTL_S))
+                            pipe.sadd(wire.WORKERS_KEY, self.name)
+                        else:
+                            pipe.delete(key)
+                        said_alive = time.monotonic()
+                    pipe.execute()
+            except wire.REDIS_ERRORS as exc:
+                log.warning("the queue is unreachable (%s); retrying", exc)
+            except Exception:  # a bug of ours: were this thread gone, every lease would lapse
+                log.exception("the worker's beat failed; it goes on")
+
+    def score_chunk(
+        self,
+        batch_id: str,
+        job_id: str,
+        spec_name: str,
+        tasks: Sequence[tuple[int, Item]],
+        deadline: float,
+    ) -> int:
+        remaining = deadline - wire.server_time(self.client)
+        if remaining <= 0:
+            return 0  # the API side has answered these items already
+        keep = _ms(remaining + wire.KEEP_S)
+        with self.client.pipeline() as pipe:
+            pipe.set(wire.claim_key(job_id), self.name, px=keep)
+            pipe.set(wire.lease_key(job_id), 1, px=_ms(wire.LEASE_TTL_S))
+            pipe.execute()
+        with self._lock:
+            self._leases.add(job_id)
+        try:
+            outcomes = self._score(spec_name, [item for _, item in tasks], remaining)
+        finally:
+            with self._lock:
+                self._leases.discard(job_id)
+        payload = pickle.dumps([(p, o) for (p, _), o in zip(tasks, outcomes, strict=True)])
+        key = wire.results_key(batch_id)
+        with self.client.pipeline() as pipe:  # one transaction: results first, then the lease
+            pipe.rpush(key, payload)
+            pipe.pexpire(key, keep)
+            pipe.delete(wire.lease_key(job_id))
+            pipe.execute()
+        return len(tasks)
+
+    def _score(self, spec_name: str, items: list[Item], remaining_s: float) -> list[Outcome]:
+        spec = self.specs.get(spec_name)
+        if spec is None:
+            message = f"worker {self.name} has no spec {spec_name!r}"
+            return [Outcome.failure("infra_error", "unknown_spec", message)] * len(items)
+        deadline = time.monotonic() + remaining_s
+        run = self.dispatcher.run(spec, items, deadline)
+        try:
+            return asyncio.run_coroutine_threadsafe(run, self._loop).result()
+        except Exception as exc:  # a bug of ours: every item says so, none is lost
+            log.exception("a chunk failed in worker %s", self.name)
+            message = f"the worker failed on this chunk ({type(exc).__name__}: {exc})"
+            return [Outcome.failure("infra_error", "dispatch_error", message)] * len(items)
+
+
+_RQ_WORKER_TTL_S = 18
+"""RQ's worker TTL; its blocking dequeue waits `worker_ttl - 15` s, so a stop request is seen
+within about 3 s (a lost worker is noticed through the leases, not through RQ's heartbeats)."""
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def run_worker(settings: Settings, domains: Sequence[str] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT: warm up, then run `worker_concurrency` RQ loops, starting
+    again any that ends while the worker is not stopping (Redis was down, most often)."""
+    global _host
+    host = WorkerHost(settings, domains)
+    host.start()
+    _host = host
+    loops = _Loops(host, settings.worker_concurrency)
+    signal.signal(signal.SIGTERM, loops.request_stop)
+    signal.signal(signal.SIGINT, loops.request_stop)
+    url = wire.redacted(settings.queue_url or "")
+    log.info("worker %s serving %s on %s", host.name, host.domains, url)
+    try:
+        loops.serve()
+        loops.join(settings.shutdown_grace_s)
+    finally:
+        host.stop()
+    return 0
+
+
+class _Loops:
+    """The host's RQ loops, one thread each; the main thread starts them and restarts any that
+    ends."""
+
+    def __init__(self, host: WorkerHost, n: int) -> None:
+        self.host = host
+        self.queues = [Queue(wire.queue_name(d), connection=host.client) for d in host.domains]
+        self.stop = threading.Event()
+        self.workers: list[ChunkWorker | None] = [None] * n
+        self.threads: list[threading.Thread | None] = [None] * n
+        self._generation = 0
+
+    def request_stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stop.set()
+        for slot in range(len(self.workers)):
+            self._stop_loop(slot)
+
+    def _stop_loop(self, slot: int) -> None:
+        worker = self.workers[slot]
+        if worker is not None:
+            worker._stop_requested = True  # RQ's own flag: the loop ends after its job
+
+    def serve(self) -> None:
+        """Keep the loops running while the host is ready; while it is not (its pool broken,
+        its sandbox gone), they stop after their job: chunks go to workers that can score."""
+        while not self.stop.is_set():
+            ready = self.host.ready()
+            for slot, thread in enumerate(self.threads):
+                if not ready:
+                    self._stop_loop(slot)
+                elif thread is None or not thread.is_alive():
+                    self._generation += 1
+                    name = f"{self.host.name}.{self._generation}"
+                    started = threading.Thread(
+                        target=self._work, args=(slot, name), name=f"proctor-rq-{slot}", daemon=True
+                    )
+                    self.threads[slot] = started
+                    started.start()
+            self.stop.wait(1.0)
+
+    def _work(self, slot: int, name: str) -> None:
+        try:  # RQ talks to Redis from its constructor on: all of it may fail
+            worker = ChunkWorker(
+                self.queues, connection=self.host.client, name=name, worker_ttl=_RQ_WORKER_TTL_S
+            )
+            self.workers[slot] = worker
+            if not self.stop.is_set():
+                worker.work(logging_level="WARNING")
+        except Exception:  # the main thread starts another loop a second later
+            log.exception("RQ loop %s ended", name)
+
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            if thread is not None:
+                thread.join(max(0.0, deadline - time.monotonic()))

@@ -1,22 +1,24 @@
-# The Proctor service image. Untrusted code never runs in this container: with the docker sandbox
-# backend (docker-compose.yml) it runs in sibling sandbox containers of the image built from
-# sandboxes/images/; with the local backend it needs bubblewrap and user namespaces here.
-FROM python:3.11-slim-bookworm
+# The Proctor service image: the API (`proctor serve`), the workers (`proctor worker`) and, in
+# docker-compose.yml, Redis. Untrusted code never runs in it: workers with the docker sandbox
+# backend start sibling sandbox containers of the image built from sandboxes/images/.
+#
+# Build it with `bash service/image/build-offline.sh` (no registry needed): that script makes the
+# Debian 12 base (python3, redis-server) and puts wheels of Proctor and every dependency in
+# wheels/ of the build context, so this file installs with no network at all.
+ARG BASE=proctor-service-base:bookworm
+FROM ${BASE}
 
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap g++ python3 \
-    && rm -rf /var/lib/apt/lists/*
+COPY wheels /tmp/wheels
+RUN set -eu; \
+    set -- /tmp/wheels/pip-*.whl; \
+    python3 "$1/pip" install --no-index --find-links /tmp/wheels --no-cache-dir \
+        --break-system-packages --root-user-action=ignore --disable-pip-version-check \
+        "proctor[docker]"; \
+    rm -rf /tmp/wheels; \
+    proctor --help >/dev/null
 
-WORKDIR /opt/proctor
-COPY pyproject.toml README.md ./
-COPY service ./service
-COPY reward_specs ./reward_specs
-COPY sandboxes ./sandboxes
-RUN pip install --no-cache-dir ".[docker]"
-
-ENV PROCTOR_HOST=0.0.0.0 \
-    PROCTOR_PORT=8000
+RUN useradd --uid 10001 --user-group --no-create-home --home-dir /tmp --shell /usr/sbin/nologin proctor
+ENV LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /tmp
 EXPOSE 8000
-HEALTHCHECK --interval=10s --timeout=3s --start-period=60s \
-    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz')"
-CMD ["proctor", "serve"]
+CMD ["proctor", "serve", "--host", "0.0.0.0", "--port", "8000"]

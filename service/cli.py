@@ -22,6 +22,7 @@ from service.dispatch.queue.host import run_worker
 from service.fastjson import dump_json
 from service.ingest import RequestItem, loads_json, validate_score_request
 from service.loading import load_all_specs, load_registry
+from service.logs import configure_logging
 from service.main import build_state, create_app
 from service.schemas import ErrorInfo, ScoreResult
 from service.scoring import ItemLimits, score_batch
@@ -74,6 +75,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ExposureError as exc:
         print(f"proctor serve: {exc}", file=sys.stderr)
         return 2
+    configure_logging(args.log_level, settings.log_format)
     app = create_app(settings)
     widen_body_buffer()
     redact_access_log()
@@ -82,6 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_level=args.log_level,
+        log_config=None,  # our handler (configure_logging), for uvicorn's lines too
         timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
     )
     return 0
@@ -90,7 +93,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     settings = _settings(args, worker_concurrency=args.concurrency)
     domains = [d.strip() for d in args.domains.split(",") if d.strip()] if args.domains else None
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args.log_level, settings.log_format)
     try:
         return run_worker(settings, domains)
     except ValueError as exc:

@@ -23,6 +23,7 @@ from service.dispatch import Dispatcher, DispatchRefused, make_dispatcher
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import JobStore
 from service.loading import load_all_specs, load_registry
+from service.logs import RequestIdMiddleware
 from service.metrics import Metrics, StatusCounter
 from service.routes import health, openrlhf, puzzles, score
 from service.routes.docs import mount_docs
@@ -205,6 +206,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     mount_docs(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(StatusCounter, metrics=state.metrics)
+    app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request names it
     app.openapi = _openapi_with_server_facts(app, state)  # type: ignore[method-assign]
     return app
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     """Jobs running at once; a new job beyond this is refused with 429 and `Retry-After`."""
     max_finished_jobs: int = Field(1024, ge=1)
     """Finished jobs whose results are kept (each for `job_ttl_s`); the oldest go first."""
+
+    log_format: Literal["text", "json"] = "text"
+    """`json`: one JSON object per log line (time, level, logger, message, request_id), for log
+    collectors; `text`: the same fields as a line of text."""
 
     shutdown_grace_s: float = Field(10.0, gt=0, le=600)
     """On SIGTERM, how long requests in flight may finish before they are cut off and the

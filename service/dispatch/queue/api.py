@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -28,9 +29,18 @@ from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from service.dispatch.base import DispatchStats, Overloaded, Renumbered, Unavailable
 from service.dispatch.queue import wire
 from service.dispatch.queue.batch import BatchRun, Counters, chunk_size
+from service.logs import request_id
 from service.settings import Settings
 
 __all__ = ["QueueDispatcher"]
+
+
+def _batch_id() -> str:
+    """A new batch's id: the request's id first (in the characters RQ allows in a job id), so
+    that a worker's log line naming the batch names the request too."""
+    prefix = re.sub(r"[^A-Za-z0-9_-]", "_", request_id() or "batch")
+    return f"{prefix}-{secrets.token_hex(8)}"
+
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +189,7 @@ class QueueDispatcher:
         if queued:
             batch = BatchRun(
                 self.client,
-                secrets.token_hex(8),
+                _batch_id(),
                 spec.name,
                 [items[p] for p in queued],
                 deadline,

@@ -33,6 +33,7 @@ from rq.job import Job
 from reward_specs import Item, Outcome
 from service.dispatch.base import Unavailable
 from service.dispatch.queue import wire
+from service.logs import request_id
 
 __all__ = ["BatchRun", "Counters", "chunk_size"]
 
@@ -103,6 +104,8 @@ class BatchRun:
         domain, `alive(domain)` how many live workers serve it."""
         self.client = client
         self.batch_id = batch_id
+        self.log_extra = {"request_id": request_id()}
+        """The request this batch serves, named on its log lines (they come from other threads)."""
         self.spec_name = spec_name
         self.items = items
         self.deadline = deadline
@@ -176,7 +179,7 @@ class BatchRun:
             try:
                 self.on_done(position)
             except Exception:  # a progress report is never worth a batch
-                log.exception("a batch's progress callback failed")
+                log.exception("a batch's progress callback failed", extra=self.log_extra)
         return True
 
     def _take(self, payload: object) -> None:
@@ -185,7 +188,11 @@ class BatchRun:
         try:
             outcomes = _outcomes(payload)
         except Exception:  # whatever the bytes hold, they never fail the batch
-            log.exception("batch %s: a result that cannot be read was dropped", self.batch_id)
+            log.exception(
+                "batch %s: a result that cannot be read was dropped",
+                self.batch_id,
+                extra=self.log_extra,
+            )
             self.counters.add(unreadable=1)
             return
         duplicates = 0
@@ -283,6 +290,7 @@ class BatchRun:
                 len(todo),
                 chunk.domain,
                 lapses,
+                extra=self.log_extra,
             )
             if lapses < _MAX_LAPSES:
                 again.append(_Chunk(chunk.domain, todo, lapses))

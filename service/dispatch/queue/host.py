@@ -183,7 +183,7 @@ class WorkerHost:
         with self._lock:
             self._leases.add(job_id)
         try:
-            outcomes = self._score(spec_name, [item for _, item in tasks], remaining)
+            outcomes = self._score(batch_id, spec_name, [item for _, item in tasks], remaining)
         finally:
             with self._lock:
                 self._leases.discard(job_id)
@@ -196,7 +196,9 @@ class WorkerHost:
             pipe.execute()
         return len(tasks)
 
-    def _score(self, spec_name: str, items: list[Item], remaining_s: float) -> list[Outcome]:
+    def _score(
+        self, batch_id: str, spec_name: str, items: list[Item], remaining_s: float
+    ) -> list[Outcome]:
         spec = self.specs.get(spec_name)
         if spec is None:
             message = f"worker {self.name} has no spec {spec_name!r}"
@@ -206,7 +208,7 @@ class WorkerHost:
         try:
             return asyncio.run_coroutine_threadsafe(run, self._loop).result()
         except Exception as exc:  # a bug of ours: every item says so, none is lost
-            log.exception("a chunk failed in worker %s", self.name)
+            log.exception("a chunk of batch %s failed in worker %s", batch_id, self.name)
             message = f"the worker failed on this chunk ({type(exc).__name__}: {exc})"
             return [Outcome.failure("infra_error", "dispatch_error", message)] * len(items)
 

@@ -15,6 +15,7 @@ from sandboxes.api import (
     RunResult,
     SandboxBackend,
     SandboxError,
+    SandboxStats,
     SandboxUnavailable,
 )
 from sandboxes.settings import SandboxSettings
@@ -29,6 +30,7 @@ __all__ = [
     "SandboxBackend",
     "SandboxError",
     "SandboxSettings",
+    "SandboxStats",
     "SandboxUnavailable",
     "open_backend",
 ]

@@ -22,6 +22,7 @@ from sandboxes.api import (
     RunRequest,
     RunResult,
     SandboxError,
+    SandboxStats,
     SandboxUnavailable,
 )
 from sandboxes.frames import (
@@ -204,6 +205,7 @@ class SupervisorPool:
         self._live: set[Supervisor] = set()
         self._pending = 0
         self._closed = False
+        self._started = self._retired = 0
         self._last_error: BaseException | None = None
         size = self._size = settings.pool_size
         self._starter = ThreadPoolExecutor(
@@ -224,6 +226,7 @@ class SupervisorPool:
                 sup.close()
                 raise SandboxUnavailable("the sandbox backend is closed")
             self._live.add(sup)
+            self._started += 1
         return sup
 
     def _refill(self) -> None:
@@ -263,7 +266,14 @@ class SupervisorPool:
     def _retire(self, sup: Supervisor) -> None:
         with self._lock:
             self._live.discard(sup)
+            self._retired += 1
         sup.close()
+
+    def stats(self) -> SandboxStats:
+        with self._lock:
+            return SandboxStats(
+                self._size, len(self._live), len(self._idle), self._started, self._retired
+            )
 
     # -- use ---------------------------------------------------------------------------------------
 

@@ -106,11 +106,30 @@ class SandboxUnavailable(SandboxError):
     """The configured backend cannot run here (no namespaces, no Docker engine, no image)."""
 
 
+@dataclass(frozen=True)
+class SandboxStats:
+    """A backend's pool of warm sandboxes, for /metrics."""
+
+    size: int
+    """Sandboxes the pool keeps."""
+    live: int
+    """Sandboxes started and not yet retired (busy or idle)."""
+    idle: int
+    """Of those, the ones waiting for a request."""
+    started: int
+    """Sandboxes started since the backend opened (the first `size`, then each replacement)."""
+    retired: int
+    """Sandboxes retired: recycled after `recycle_after` runs, after an error, an out-of-memory
+    kill or a leftover process."""
+
+
 class SandboxBackend(Protocol):
     name: str
 
     def run(self, request: RunRequest) -> RunResult: ...
 
     def ready(self) -> bool: ...
+
+    def stats(self) -> SandboxStats: ...
 
     def close(self) -> None: ...

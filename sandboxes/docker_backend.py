@@ -33,7 +33,7 @@ import docker.errors
 import docker.types
 
 from sandboxes._pool import SupervisorPool
-from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
+from sandboxes.api import RunRequest, RunResult, SandboxStats, SandboxUnavailable
 from sandboxes.docker_transport import AttachStream, SocketUnusable, SupervisorSocket
 from sandboxes.frames import bootstrap_payload
 from sandboxes.settings import SandboxSettings
@@ -404,6 +404,9 @@ class DockerBackend:
 
     def ready(self) -> bool:
         return self._pool.ready()
+
+    def stats(self) -> SandboxStats:
+        return self._pool.stats()
 
     def close(self) -> None:
         self._pool.close()

@@ -24,7 +24,7 @@ import threading
 from typing import IO
 
 from sandboxes._pool import SupervisorPool
-from sandboxes.api import RunRequest, RunResult, SandboxUnavailable
+from sandboxes.api import RunRequest, RunResult, SandboxStats, SandboxUnavailable
 from sandboxes.settings import SandboxSettings
 from sandboxes.supervisor import (
     BOOTSTRAP,
@@ -291,6 +291,9 @@ class LocalBackend:
     def ready(self) -> bool:
         return self._pool.ready()
 
+    def stats(self) -> SandboxStats:
+        return self._pool.stats()
+
     def close(self) -> None:
         self._pool.close()
 
@@ -341,6 +344,9 @@ class UnsafeBackend:
 
     def ready(self) -> bool:
         return self._pool.ready()
+
+    def stats(self) -> SandboxStats:
+        return self._pool.stats()
 
     def close(self) -> None:
         self._pool.close()

@@ -43,3 +43,21 @@ def test_judged_zeros_are_counted_by_their_reason() -> None:
     assert 'proctor_judged_zero_total{domain="code",reason="timeout"} 1.0' in text
     assert 'proctor_judged_zero_total{domain="math",reason="other"} 1.0' in text
     assert "ignored" not in text and "Free text" not in text
+
+
+def test_judged_items_scoring_times_are_a_histogram_per_domain() -> None:
+    metrics = Metrics(lambda: DispatchStats(backend="test"), domains=["math", "code"])
+    ms = [0.5, 3.0, 3.0, 40.0, 90_000.0]
+    results = [ScoreResult(status="ok", score=1.0, elapsed_ms=t) for t in ms]
+    metrics.observe(["math"] * 4 + ["code"], results)
+    metrics.observe(["math", "code"], [ScoreResult(status="invalid", elapsed_ms=1.0)] * 2)
+    text = generate_latest(metrics.registry).decode()
+    math = 'proctor_item_seconds_bucket{domain="math",le="%s"} %s'
+    assert math % ("0.001", "1.0") in text  # 0.5 ms
+    assert math % ("0.005", "3.0") in text  # and the two 3 ms
+    assert math % ("0.05", "4.0") in text and math % ("+Inf", "4.0") in text
+    assert 'proctor_item_seconds_count{domain="math"} 4.0' in text  # `invalid` is not timed
+    assert 'proctor_item_seconds_bucket{domain="code",le="30.0"} 0.0' in text  # 90 s: +Inf only
+    assert 'proctor_item_seconds_bucket{domain="code",le="+Inf"} 1.0' in text
+    assert 'proctor_item_seconds_sum{domain="code"} 90.0' in text
+

@@ -250,8 +250,14 @@ def test_closed_backend_refuses_runs() -> None:
 def test_recycling_replaces_supervisors() -> None:
     backend = open_or_skip(sandbox_settings("local", pool_size=1, recycle_after=2))
     try:
+        assert backend.stats().size == 1
         pids = [run_py(backend, "import os\nprint(os.getppid())").stdout for _ in range(6)]
         assert all(run_py(backend, "print(1)").status == "ok" for _ in range(3))
+        # nine runs, two a supervisor: four retired (/metrics: sandbox_replacements), and the
+        # pool is whole again (its replacements start in the background)
+        poll(lambda: backend.stats().live == 1, timeout=60)
+        stats = backend.stats()
+        assert stats.retired == 4 and stats.started == 5, stats
     finally:
         backend.close()
     assert len(pids) == 6  # each run answered although its supervisor was replaced every 2 runs

@@ -82,6 +82,15 @@ class LocalDispatcher:
 
     def stats(self) -> DispatchStats:
         pool = self.pool.stats()
+        extras: dict[str, float] = {"manager_restarts": pool.manager_restarts}
+        if self._sandbox is not None:
+            sandboxes = self._sandbox.stats()
+            extras.update(
+                sandbox_pool_size=sandboxes.size,
+                sandboxes=sandboxes.live,
+                idle_sandboxes=sandboxes.idle,
+                sandbox_replacements=sandboxes.retired,
+            )
         return DispatchStats(
             backend="local",
             workers=pool.workers,
@@ -91,7 +100,7 @@ class LocalDispatcher:
             timeouts=pool.timeouts,
             poison_items=pool.poison_items,
             broken=pool.broken,
-            extras={"manager_restarts": pool.manager_restarts},
+            extras=extras,
         )
 
     def readiness(self) -> dict[str, bool]:

@@ -154,6 +154,8 @@ class QueueDispatcher:
             "unreadable_results": c.unreadable,
             "queue_reachable": float(view.reachable),
             "worker_hosts": len(view.workers),
+            "sandboxes": view.total("sandboxes"),
+            "sandbox_replacements": view.total("sandbox_replacements"),
         }
         for domain in self._queues:
             extras[f"workers_alive:{domain}"] = view.alive(domain)

@@ -88,6 +88,8 @@ class WorkerReport:
     restarts: int = 0
     timeouts: int = 0
     poison_items: int = 0
+    sandboxes: int = 0
+    sandbox_replacements: int = 0
 
     @classmethod
     def of(cls, domains: tuple[str, ...], stats: DispatchStats) -> WorkerReport:
@@ -98,6 +100,8 @@ class WorkerReport:
             stats.restarts,
             stats.timeouts,
             stats.poison_items,
+            int(stats.extras.get("sandboxes", 0)),
+            int(stats.extras.get("sandbox_replacements", 0)),
         )
 
     def encode(self) -> str:
@@ -109,7 +113,8 @@ class WorkerReport:
         try:
             value = json.loads(raw)
             counts = {k: int(value.get(k, 0)) for k in ("processes", "ready_processes",
-                      "restarts", "timeouts", "poison_items")}  # fmt: skip
+                      "restarts", "timeouts", "poison_items", "sandboxes",
+                      "sandbox_replacements")}  # fmt: skip
             return cls(tuple(str(d) for d in value["domains"]), **counts)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None

@@ -1,10 +1,11 @@
 """Long evaluations as jobs: POST /v1/jobs returns at once, GET /v1/jobs/{id} reports progress.
 
-Jobs live in this process's memory: they survive neither a restart nor a second replica, which the
-docs say. At most `max_jobs` run at once (a new one beyond that is refused, with a hint of when to
-retry); a finished job's results are kept for `ttl_s`, and at most `max_finished` of them (the
-oldest are forgotten first). Progress counts items as they get their outcomes. DELETE cancels a
-running job (it is then kept as `cancelled`) or forgets a finished one.
+`JobStore` keeps jobs in this process's memory (the embedded default): they survive neither a
+restart nor a second replica; in queue mode they live in Redis (`service.jobs_redis`). At most
+`max_jobs` run at once (a new one beyond that is refused, with a hint of when to retry); a
+finished job's results are kept for `ttl_s`, and at most `max_finished` of them (the oldest are
+forgotten first). Progress counts items as they get their outcomes. DELETE cancels a running job
+(it is then kept as `cancelled`) or forgets a finished one.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from service.schemas import ErrorInfo, JobStatus, ScoreResponse
 
-__all__ = ["Job", "JobStore", "TooManyJobs"]
+__all__ = ["Job", "JobHandle", "JobStore", "Jobs", "TooManyJobs"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,28 @@ class Job:
 Runner = Callable[[Job], Awaitable[ScoreResponse]]
 
 
+class JobHandle(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    def view(self) -> JobStatus: ...
+
+
+class Jobs(Protocol):
+    """Where jobs live: this process (`JobStore`) or Redis (`service.jobs_redis`)."""
+
+    async def start(self, total: int, runner: Runner, body: bytes = b"") -> JobHandle: ...
+
+    async def get(self, job_id: str) -> JobHandle | None: ...
+
+    async def delete(self, job_id: str) -> JobHandle | None: ...
+
+    def resume(self) -> None:
+        """From now on, run jobs that other processes left (where the store can have any)."""
+
+    async def close(self) -> None: ...
+
+
 class JobStore:
     def __init__(self, max_jobs: int = 64, ttl_s: float = 3600.0, max_finished: int = 1024) -> None:
         self.max_jobs = max_jobs
@@ -88,7 +111,9 @@ class JobStore:
     def running(self) -> int:
         return sum(job.running for job in self._jobs.values())
 
-    def start(self, total: int, runner: Runner) -> Job:
+    async def start(self, total: int, runner: Runner, body: bytes = b"") -> Job:
+        """Start a job of `total` items; `body` (its request) is what a store that can hand a
+        job to another replica keeps (`RedisJobStore`), unused here."""
         self._expire()
         if self.running() >= self.max_jobs:
             raise TooManyJobs(
@@ -125,14 +150,17 @@ class JobStore:
         finally:
             job.finished_at = time.monotonic()
 
-    def get(self, job_id: str) -> Job | None:
+    async def get(self, job_id: str) -> Job | None:
+        return self._get(job_id)
+
+    def _get(self, job_id: str) -> Job | None:
         self._expire()
         return self._jobs.get(job_id)
 
     async def delete(self, job_id: str) -> Job | None:
         """Cancel a running job (kept, as `cancelled`, for `ttl_s`) or forget a finished one;
         the job as it now stands, or None if there is no such job."""
-        job = self.get(job_id)
+        job = self._get(job_id)
         if job is None:
             return None
         if not job.running:
@@ -144,6 +172,9 @@ class JobStore:
             job.task.cancel()
             await asyncio.gather(job.task, return_exceptions=True)
         return job
+
+    def resume(self) -> None:
+        pass  # jobs in this process's memory die with it: none are ever left
 
     async def close(self) -> None:
         tasks = [j.task for j in self._jobs.values() if j.task is not None and not j.task.done()]

@@ -22,6 +22,7 @@ from service.auth import ApiKeyAuth
 from service.dispatch import Dispatcher, DispatchRefused, make_dispatcher
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import JobStore
+from service.jobs_redis import RedisJobStore
 from service.loading import load_all_specs, load_registry
 from service.logs import RequestIdMiddleware
 from service.metrics import Metrics, StatusCounter
@@ -160,7 +161,7 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
         raise SpecError(f"default spec {settings.default_spec!r} is not among {sorted(specs)}")
     if dispatcher is None:
         dispatcher = make_dispatcher(settings, registry)
-    return AppState(
+    state = AppState(
         settings=settings,
         registry=registry,
         specs=specs,
@@ -168,6 +169,14 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
         metrics=Metrics(dispatcher.stats, domains=[s.domain for s in registry]),
         jobs=JobStore(settings.max_jobs, settings.job_ttl_s, settings.max_finished_jobs),
     )
+    if settings.queue_url is not None:  # jobs in Redis: any replica answers for any job
+        state.jobs = RedisJobStore(
+            settings.queue_url,
+            lambda raw: score.job_runner_from(state, raw),
+            settings.max_jobs,
+            settings.job_ttl_s,
+        )
+    return state
 
 
 def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None = None) -> FastAPI:
@@ -179,6 +188,7 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.dispatcher.start()
+        state.jobs.resume()
         settle_heap()
         try:
             yield

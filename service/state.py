@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from reward_specs import Registry, Spec
 from service.dispatch.base import Dispatcher
-from service.jobs import JobStore
+from service.jobs import Jobs, JobStore
 from service.metrics import Metrics
 from service.settings import Settings
 
@@ -20,4 +20,4 @@ class AppState:
     specs: dict[str, Spec]
     dispatcher: Dispatcher
     metrics: Metrics
-    jobs: JobStore = field(default_factory=JobStore)
+    jobs: Jobs = field(default_factory=JobStore)

@@ -11,8 +11,8 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from reward_specs import Spec
 from service.deps import StateDep, resolve_spec
 from service.fastjson import json_response
-from service.ingest import ScoreBody, read_score_request
-from service.jobs import Job, TooManyJobs
+from service.ingest import ScoreBody, decode_score_request, read_score_request
+from service.jobs import Job, Runner, TooManyJobs
 from service.schemas import (
     JobAccepted,
     JobStatus,
@@ -100,6 +100,26 @@ async def score(request: Request, state: StateDep) -> Response:
     return json_response(await score_body(state, spec, body, "score"))
 
 
+def job_runner(state: AppState, body: ScoreBody, spec: Spec) -> Runner:
+    """What a job of `body` runs: its items scored in parts, each under one request deadline."""
+
+    async def run(job: Job) -> ScoreResponse:
+        results: list[ScoreResult] = []
+        for start in range(0, len(body.items), _JOB_SLICE):
+            part = slice(start, start + _JOB_SLICE)
+            scored = await score_body(state, spec, body, "job", part, job.advance)
+            results.extend(scored.results)
+        return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)
+
+    return run
+
+
+def job_runner_from(state: AppState, raw: bytes) -> Runner:
+    """The runner of a job from its request body alone (a replica taking over a job)."""
+    body = decode_score_request(raw)
+    return job_runner(state, body, resolve_spec(state, body))
+
+
 @router.post(
     "/v1/jobs",
     response_model=JobAccepted,
@@ -112,19 +132,11 @@ async def score(request: Request, state: StateDep) -> Response:
     openapi_extra=_SCORE_REQUEST_BODY,
 )
 async def create_job(request: Request, state: StateDep) -> JobAccepted:
-    body = await read_score_request(request)
+    raw = await request.body()
+    body = decode_score_request(raw)
     spec = resolve_spec(state, body)
-
-    async def run(job: Job) -> ScoreResponse:
-        results: list[ScoreResult] = []
-        for start in range(0, len(body.items), _JOB_SLICE):
-            part = slice(start, start + _JOB_SLICE)
-            scored = await score_body(state, spec, body, "job", part, job.advance)
-            results.extend(scored.results)
-        return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)
-
     try:
-        job = state.jobs.start(len(body.items), run)
+        job = await state.jobs.start(len(body.items), job_runner(state, body, spec), raw)
     except TooManyJobs as exc:
         headers = {"Retry-After": str(exc.retry_after_s)}
         raise HTTPException(status_code=429, detail=str(exc), headers=headers) from exc
@@ -138,7 +150,7 @@ async def create_job(request: Request, state: StateDep) -> JobAccepted:
     responses={404: {"description": "No such job, or it expired."}},
 )
 async def get_job(job_id: str, state: StateDep) -> Response:
-    job = state.jobs.get(job_id)
+    job = await state.jobs.get(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
     return json_response(job.view())

@@ -1,0 +1,284 @@
+"""Jobs in Redis (queue mode): every API replica behind one Redis answers for every job, and a
+job outlives the API process that took it.
+
+A job's state is a Redis hash (`proctor:job:<id>`: status, total, completed, the result or the
+error), kept `ttl_s` after it ends. The replica that took the job runs it and holds its lease
+(`proctor:job-lease:<id>`, refreshed every second, lapsing after `LEASE_TTL_S`); the request body
+is kept beside it while it runs. A replica that finds a running job with no lease (its replica
+was killed or stopped) takes the lease and runs the job again from the body: a job is never
+lost, and its verdicts are the same, though its progress starts again from 0. A client's DELETE
+reaches the running replica through a flag on the hash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from service.dispatch.base import Unavailable
+from service.dispatch.queue import wire
+from service.jobs import Job, JobState, Runner, TooManyJobs
+from service.schemas import ErrorInfo, JobStatus, ScoreResponse
+
+__all__ = ["LEASE_TTL_S", "RedisJobStore"]
+
+log = logging.getLogger(__name__)
+
+LEASE_TTL_S = 5.0
+"""A running job whose replica has not refreshed its lease for this long is taken over."""
+REFRESH_S = 1.0
+"""How often the running replica writes progress and refreshes its lease, and how often each
+replica looks for jobs to take over."""
+_RUNNING = "proctor:jobs:running"
+_CANCELLED = ErrorInfo(code="cancelled", message="the job was cancelled by a client")
+
+
+def _job_key(job_id: str) -> str:
+    return f"proctor:job:{job_id}"
+
+
+def _lease_key(job_id: str) -> str:
+    return f"proctor:job-lease:{job_id}"
+
+
+def _body_key(job_id: str) -> str:
+    return f"proctor:job-body:{job_id}"
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """A job as Redis holds it."""
+
+    id: str
+    status: JobStatus
+
+    def view(self) -> JobStatus:
+        return self.status
+
+
+class RedisJobStore:
+    def __init__(
+        self,
+        url: str,
+        runner_for: Callable[[bytes], Runner],
+        max_jobs: int = 64,
+        ttl_s: float = 3600.0,
+        body_ttl_s: float = 86400.0,
+    ) -> None:
+        """`runner_for(body)` makes the job's runner from its request body (taking a job over
+        needs nothing but what Redis kept)."""
+        self.client = wire.connect(url)
+        self.runner_for = runner_for
+        self.max_jobs = max_jobs
+        self.ttl_s = ttl_s
+        self.body_ttl_s = body_ttl_s
+        self.owner = secrets.token_hex(8)
+        self._local: dict[str, Job] = {}
+        self._monitor: asyncio.Task[None] | None = None
+
+    async def _redis(self, call: Callable[[], Any]) -> Any:
+        try:
+            return await asyncio.to_thread(call)
+        except wire.REDIS_ERRORS as exc:
+            raise Unavailable(f"the job store (Redis) is unreachable: {exc}", 5) from exc
+
+    async def start(self, total: int, runner: Runner, body: bytes = b"") -> Job:
+        if await self._redis(lambda: self.client.scard(_RUNNING)) >= self.max_jobs:
+            raise TooManyJobs(f"{self.max_jobs} jobs are already running; retry later", 5)
+        job = Job(id=secrets.token_hex(12), total=total)
+
+        def record() -> None:
+            pipe = self.client.pipeline()
+            pipe.hset(_job_key(job.id), mapping={"status": "queued", "total": total, "done": 0})
+            pipe.set(_body_key(job.id), body, ex=int(self.body_ttl_s))
+            pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
+            pipe.sadd(_RUNNING, job.id)
+            pipe.execute()
+
+        await self._redis(record)
+        self._run_here(job, runner)
+        return job
+
+    def _run_here(self, job: Job, runner: Runner) -> None:
+        self._local[job.id] = job
+        job.task = asyncio.create_task(self._run(job, runner), name=f"job-{job.id}")
+        if self._monitor is None:
+            self._monitor = asyncio.create_task(self._take_over_loop(), name="job-takeover")
+
+    async def _run(self, job: Job, runner: Runner) -> None:
+        job.status = "running"
+        beat = asyncio.create_task(self._beat(job))
+        try:
+            result = await runner(job)
+            await self._finish(job.id, "done", result=result)
+        except asyncio.CancelledError:
+            if job.error is _CANCELLED:  # by a client: recorded; else this replica stops
+                await self._finish(job.id, "cancelled", error=job.error)
+            else:  # the lease goes with it, and another replica takes the job over
+                with contextlib.suppress(*wire.REDIS_ERRORS):
+                    await asyncio.to_thread(self.client.delete, _lease_key(job.id))
+            raise
+        except Exception as exc:  # recorded on the job and logged: never lost
+            log.exception("job %s failed", job.id)
+            error = ErrorInfo(code="job_failed", message=f"{type(exc).__name__}: {exc}")
+            await self._finish(job.id, "failed", error=error)
+        finally:
+            beat.cancel()
+            self._local.pop(job.id, None)
+
+    async def _beat(self, job: Job) -> None:
+        """Progress and the lease, every `REFRESH_S`; a client's cancel flag stops the job."""
+        key = _job_key(job.id)
+        while True:
+
+            def refresh() -> Any:
+                pipe = self.client.pipeline()
+                pipe.hset(key, mapping={"status": "running", "done": job.completed})
+                pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
+                pipe.hget(key, "cancel")
+                return pipe.execute()[-1]
+
+            try:
+                if await asyncio.to_thread(refresh) and job.task is not None:
+                    job.status = "cancelled"
+                    job.error = _CANCELLED
+                    job.task.cancel()
+                    return
+            except wire.REDIS_ERRORS as exc:
+                log.warning("job %s: cannot reach Redis (%s); it goes on", job.id, exc)
+            await asyncio.sleep(REFRESH_S)
+
+    async def _finish(
+        self,
+        job_id: str,
+        status: JobState,
+        result: ScoreResponse | None = None,
+        error: ErrorInfo | None = None,
+    ) -> None:
+        fields: dict[bytes | bytearray | memoryview[int] | str | int | float, Any] = {
+            "status": status
+        }
+        if result is not None:
+            fields["result"] = result.model_dump_json()
+            fields["done"] = len(result.results)
+        if error is not None:
+            fields["error"] = error.model_dump_json()
+
+        def write() -> None:
+            pipe = self.client.pipeline()
+            pipe.hset(_job_key(job_id), mapping=fields)
+            pipe.expire(_job_key(job_id), int(self.ttl_s))
+            pipe.delete(_body_key(job_id), _lease_key(job_id))
+            pipe.srem(_RUNNING, job_id)
+            pipe.execute()
+
+        for attempt in range(30):  # a finished job's result must not be lost to a Redis blip
+            try:
+                await asyncio.to_thread(write)
+                return
+            except wire.REDIS_ERRORS as exc:
+                log.warning("job %s: cannot record its end (%s); retrying", job_id, exc)
+                await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
+
+    async def get(self, job_id: str) -> _Snapshot | None:
+        fields = await self._redis(lambda: self.client.hgetall(_job_key(job_id)))
+        if not fields:
+            return None
+        text = {k.decode(): v.decode() for k, v in fields.items()}
+        result = text.get("result")
+        error = text.get("error")
+        status = JobStatus(
+            job_id=job_id,
+            status=text["status"],
+            total=int(text["total"]),
+            completed=int(text.get("done", 0)),
+            result=ScoreResponse.model_validate_json(result) if result else None,
+            error=ErrorInfo.model_validate_json(error) if error else None,
+        )
+        return _Snapshot(job_id, status)
+
+    async def delete(self, job_id: str) -> _Snapshot | None:
+        """Cancel a running job (wherever it runs; kept as `cancelled`) or forget a finished
+        one; the job as it now stands, or None if there is no such job."""
+        job = await self.get(job_id)
+        if job is None:
+            return None
+        if job.status.status not in ("queued", "running"):
+            await self._redis(lambda: self.client.delete(_job_key(job_id)))
+            return job
+        local = self._local.get(job_id)
+        if local is not None and local.task is not None:
+            local.status = "cancelled"
+            local.error = _CANCELLED
+            local.task.cancel()
+            await asyncio.gather(local.task, return_exceptions=True)
+        else:
+            await self._redis(lambda: self.client.hset(_job_key(job_id), "cancel", 1))
+            deadline = time.monotonic() + LEASE_TTL_S + 2 * REFRESH_S
+            while time.monotonic() < deadline:
+                now = await self.get(job_id)
+                if now is None or now.status.status == "cancelled":
+                    break
+                await asyncio.sleep(REFRESH_S / 4)
+        return await self.get(job_id) or job
+
+    async def _take_over_loop(self) -> None:
+        while True:
+            try:
+                await self._take_over()
+            except wire.REDIS_ERRORS as exc:
+                log.warning("cannot look for jobs to take over (%s)", exc)
+            except Exception:  # a bug of ours must not stop the loop
+                log.exception("looking for jobs to take over failed; it goes on")
+            await asyncio.sleep(REFRESH_S)
+
+    async def _take_over(self) -> None:
+        running = await asyncio.to_thread(self.client.smembers, _RUNNING)
+        for raw_id in running:
+            job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            if job_id in self._local:
+                continue
+            won = await asyncio.to_thread(
+                self.client.set,
+                _lease_key(job_id),
+                self.owner,
+                nx=True,
+                px=int(LEASE_TTL_S * 1000),
+            )
+            if not won:
+                continue  # alive elsewhere, or another replica just took it
+            body = await asyncio.to_thread(self.client.get, _body_key(job_id))
+            total = await asyncio.to_thread(self.client.hget, _job_key(job_id), "total")
+            if body is None or total is None:
+                error = ErrorInfo(code="job_lost", message="the job's request body expired")
+                await self._finish(job_id, "failed", error=error)
+                continue
+            log.warning("job %s lost its replica; running it again here", job_id)
+            try:
+                runner = self.runner_for(body if isinstance(body, bytes) else body.encode())
+            except Exception as exc:  # noqa: BLE001 - e.g. its spec is not this replica's
+                error = ErrorInfo(code="job_failed", message=f"{type(exc).__name__}: {exc}")
+                await self._finish(job_id, "failed", error=error)
+                continue
+            self._run_here(Job(id=job_id, total=int(total)), runner)
+
+    def resume(self) -> None:
+        """Look for orphaned jobs from now on (at start-up: jobs of a replica that died)."""
+        if self._monitor is None:
+            self._monitor = asyncio.create_task(self._take_over_loop(), name="job-takeover")
+
+    async def close(self) -> None:
+        """Stop; the jobs running here are left to another replica (their leases released)."""
+        tasks = [j.task for j in self._local.values() if j.task is not None]
+        if self._monitor is not None:
+            tasks.append(self._monitor)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.client.close()

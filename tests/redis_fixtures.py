@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 
@@ -220,3 +221,30 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     yield start
     for worker in started:
         worker.kill_all()
+
+
+def status_of(url: str) -> int | None:
+    """The status `GET url` answers, or None while nothing listens there."""
+    try:
+        return httpx.get(url, timeout=5).status_code
+    except httpx.HTTPError:
+        return None
+
+
+def serve_queue(
+    queue_url: str, log: Path, registry: str | None = TEST_REGISTRY
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`proctor serve --queue` as a real process (the caller stops it) and its URL, once it
+    listens (it is ready only when a worker is)."""
+    port = free_port()
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--queue", queue_url,
+             "--port", str(port), "--spec-dir", str(TEST_SPECS), "--log-level", "warning"],
+            cwd=ROOT, env=proctor_env(registry), stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    poll(lambda: status_of(url + "/healthz") == 200 or process.poll() is not None, timeout=120)
+    if process.poll() is not None:
+        raise RuntimeError(f"proctor serve exited: {log.read_text()[-2000:]}")
+    return process, url

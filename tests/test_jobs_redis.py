@@ -5,8 +5,6 @@ the job, and Redis being down is a 503. Real redis-server, real workers, real AP
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,8 +14,8 @@ import pytest
 
 from service.jobs_redis import LEASE_TTL_S
 from service.settings import Settings
-from tests.helpers import TEST_SPECS, Server, free_port, poll
-from tests.redis_fixtures import ROOT, TEST_REGISTRY, RedisServer, Worker, proctor_env
+from tests.helpers import Server, poll
+from tests.redis_fixtures import TEST_REGISTRY, RedisServer, Worker, serve_queue, status_of
 
 pytestmark = pytest.mark.redis
 
@@ -79,16 +77,9 @@ def test_a_job_whose_api_is_killed_is_finished_by_another(
     tmp_path: Path,
 ) -> None:
     start_worker(redis_server.url, concurrency=1)
-    port = free_port()
-    with open(tmp_path / "serve.log", "wb") as log:
-        first = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--queue", redis_server.url,
-             "--port", str(port), "--spec-dir", str(TEST_SPECS), "--log-level", "warning"],
-            cwd=ROOT, env=proctor_env(), stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    first, url = serve_queue(redis_server.url, tmp_path / "serve.log")
     try:
-        poll(lambda: _status(url + "/readyz") == 200, timeout=120, every=0.5)
+        poll(lambda: status_of(url + "/readyz") == 200, timeout=120, every=0.5)
         items = _sleeps(12, 0.25)
         job_id = _submit(url, items)
         poll(lambda: _job(url, job_id)["completed"] > 0, timeout=60, every=0.1)
@@ -130,10 +121,3 @@ def test_jobs_answer_503_while_redis_is_down(redis_server: RedisServer) -> None:
         assert "unreachable" in reply.text
     finally:
         api.stop()
-
-
-def _status(url: str) -> int | None:
-    try:
-        return httpx.get(url, timeout=5).status_code
-    except httpx.HTTPError:
-        return None

@@ -60,4 +60,3 @@ def test_judged_items_scoring_times_are_a_histogram_per_domain() -> None:
     assert 'proctor_item_seconds_bucket{domain="code",le="30.0"} 0.0' in text  # 90 s: +Inf only
     assert 'proctor_item_seconds_bucket{domain="code",le="+Inf"} 1.0' in text
     assert 'proctor_item_seconds_sum{domain="code"} 90.0' in text
-

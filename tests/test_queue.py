@@ -21,8 +21,16 @@ import pytest
 from service.dispatch.queue import wire
 from service.examples import EXAMPLE_ITEMS
 from service.settings import Settings
-from tests.helpers import TEST_SPECS, Server, free_port, poll
-from tests.redis_fixtures import ROOT, TEST_REGISTRY, RedisServer, Worker, proctor_env
+from tests.helpers import TEST_SPECS, Server, poll
+from tests.redis_fixtures import (
+    ROOT,
+    TEST_REGISTRY,
+    RedisServer,
+    Worker,
+    proctor_env,
+    serve_queue,
+    status_of,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -355,32 +363,18 @@ def test_proctor_serve_queue_and_a_worker_that_stops_on_sigterm(
     redis_server: RedisServer, start_worker: Callable[..., Worker], tmp_path: Any
 ) -> None:
     worker = start_worker(redis_server.url)
-    port = free_port()
-    with open(tmp_path / "serve.log", "wb") as log:
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--queue", redis_server.url,
-             "--port", str(port), "--spec-dir", str(TEST_SPECS), "--log-level", "warning"],
-            cwd=ROOT, env=proctor_env(), stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    serve, url = serve_queue(redis_server.url, tmp_path / "serve.log")
     try:
-        poll(lambda: _answers(url + "/readyz") == 200, timeout=120)
+        poll(lambda: status_of(url + "/readyz") == 200, timeout=120)
         response = _post(url, [_sleep(0, "a")])
         assert [r["status"] for r in response.json()["results"]] == ["ok"]
         worker.signal(signal.SIGTERM)
         assert worker.process.wait(timeout=60) == 0
         # Withdrawn at once, not when its liveness expires: the API's next look says so.
-        poll(lambda: _answers(url + "/readyz") == 503, timeout=wire.ALIVE_TTL_S)
+        poll(lambda: status_of(url + "/readyz") == 503, timeout=wire.ALIVE_TTL_S)
     finally:
         serve.terminate()
         serve.wait(timeout=60)
-
-
-def _answers(url: str) -> int | None:
-    try:
-        return httpx.get(url, timeout=5).status_code
-    except httpx.HTTPError:
-        return None  # not listening yet
 
 
 def test_a_worker_refuses_unknown_domains() -> None:

@@ -9,8 +9,6 @@ The RSS curve is printed (`pytest -s`), and kept in the failure message when it 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import TEST_SPECS, free_port, poll
-from tests.redis_fixtures import ROOT, RedisServer, Worker, proctor_env
+from tests.helpers import poll
+from tests.redis_fixtures import RedisServer, Worker, serve_queue, status_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -89,17 +87,10 @@ def test_a_long_run_loses_nothing_and_holds_its_memory(
     workers = [start_worker(redis_server.url, registry=None, wait=False) for _ in range(2)]
     for worker in workers:
         worker.wait_alive(redis_server.url)
-    port = free_port()
-    with open(tmp_path / "serve.log", "wb") as log:
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--queue", redis_server.url,
-             "--port", str(port), "--spec-dir", str(TEST_SPECS), "--log-level", "warning"],
-            cwd=ROOT, env=proctor_env(None), stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
+    serve, url = serve_queue(redis_server.url, tmp_path / "serve.log", registry=None)
     curve: list[tuple[int, float, list[float]]] = []
     try:
-        poll(lambda: _ready(url), timeout=120, every=0.5)
+        poll(lambda: status_of(url + "/readyz") == 200, timeout=120, every=0.5)
         with httpx.Client(base_url=url, timeout=600) as client:
             for start in range(0, TOTAL, BATCH):
                 pairs = [_item(k) for k in range(start, min(start + BATCH, TOTAL))]
@@ -127,10 +118,3 @@ def test_a_long_run_loses_nothing_and_holds_its_memory(
     last = curve[-1]
     growth = [last[1] - warm[1]] + [b - a for a, b in zip(warm[2], last[2], strict=True)]
     assert max(growth) < GROWTH_ALLOWED_MB, f"RSS grew by {growth} MB after warm-up:\n{table}"
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(url + "/readyz", timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False

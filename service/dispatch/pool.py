@@ -35,16 +35,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
+from multiprocessing.connection import wait
 from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
 from reward_specs import Item, Outcome
-from reward_specs.hash_seed import pinned_hash_seed
-from service.dispatch.worker import worker_main
+from service.dispatch import processes
+from service.dispatch.pool_state import Batch, Chunk, PoolStats, WorkerSlot, plan_chunks
 
 __all__ = ["PoolStats", "WorkerPool", "plan_chunks"]
 
@@ -57,102 +55,6 @@ _CRASH_WINDOW_S = 60.0
 STALL_S = 60.0
 """A manager whose loop has not come round for this long is taken to be wedged and replaced (an
 iteration normally takes well under a second; the longest waits in it are a few seconds)."""
-
-
-@dataclass(eq=False)
-class _Batch:
-    spec_name: str
-    items: Sequence[Item]
-    deadline: float
-    future: Future[list[Outcome]]
-    results: list[Outcome | None]
-    remaining: int
-    costs: Sequence[float] | None = None
-    on_done: Callable[[int], None] | None = None
-    strikes: dict[int, int] = field(default_factory=dict)
-    done: bool = False
-    survived_crash: bool = False
-    """A manager crash already retried this batch's missing items once."""
-
-    @property
-    def abandoned(self) -> bool:
-        """Finished, or no longer awaited (a cancelled job): nothing more to score."""
-        return self.done or self.future.cancelled()
-
-    def missing(self) -> list[int]:
-        return [p for p, outcome in enumerate(self.results) if outcome is None]
-
-
-@dataclass(eq=False)
-class _Chunk:
-    id: int
-    batch: _Batch
-    positions: list[int]
-
-
-@dataclass(eq=False)
-class _Worker:
-    process: BaseProcess
-    conn: Connection
-    progress: Any
-    """Shared doubles: [position being scored or -1, monotonic time it started]."""
-    ready: bool = False
-    chunk: _Chunk | None = None
-
-    def current(self) -> tuple[int, float] | None:
-        """The chunk item this worker last started and since when (its batch may be over: a
-        stuck item is still killed then)."""
-        chunk = self.chunk
-        position, since = int(self.progress[0]), float(self.progress[1])
-        if chunk is None or position < 0 or position not in chunk.positions:
-            return None
-        return position, since
-
-    def unfinished(self) -> list[int]:
-        chunk = self.chunk
-        if chunk is None:
-            return []
-        return [p for p in chunk.positions if chunk.batch.results[p] is None]
-
-
-@dataclass
-class PoolStats:
-    workers: int = 0
-    ready_workers: int = 0
-    restarts: int = 0
-    timeouts: int = 0
-    poison_items: int = 0
-    pending_chunks: int = 0
-    manager_restarts: int = 0
-    broken: str | None = None
-
-
-def plan_chunks(
-    n: int, size: int, workers: int, costs: Sequence[float] | None = None
-) -> list[list[int]]:
-    """Positions 0..n-1 cut into chunks of at most `size`, in the order they are handed out.
-
-    Without costs: request order. With costs (one estimate per position): costliest first
-    (longest-processing-time-first scheduling), and a chunk also closes once it holds a
-    `1 / (8 * workers)` share of the batch's estimated cost, so costly items travel alone or in
-    small chunks while cheap ones travel in full ones, and the batch ends with cheap chunks that
-    spread over every worker rather than with one slow item keeping one worker busy."""
-    if costs is None:
-        return [list(range(start, min(n, start + size))) for start in range(0, n, size)]
-    order = sorted(range(n), key=lambda p: -costs[p])
-    share = sum(costs) / (8 * workers)
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    spent = 0.0
-    for position in order:
-        current.append(position)
-        spent += costs[position]
-        if len(current) >= size or spent >= share:
-            chunks.append(current)
-            current, spent = [], 0.0
-    if current:
-        chunks.append(current)
-    return chunks
 
 
 class WorkerPool:
@@ -174,11 +76,11 @@ class WorkerPool:
         self.chunk_size = chunk_size
         self._mp = multiprocessing.get_context("forkserver")
         self._mp.set_forkserver_preload(["service.dispatch.worker"])
-        self._inbox: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self._wake_r, self._wake_w = self._mp.Pipe(duplex=False)
-        self._workers: list[_Worker] = []
-        self._pending: deque[_Chunk] = deque()
-        self._batches: list[_Batch] = []
+        self._workers: list[WorkerSlot] = []
+        self._pending: deque[Chunk] = deque()
+        self._batches: list[Batch] = []
         self._chunk_ids = itertools.count()
         self._start_failures = 0
         self._next_spawn_at = 0.0
@@ -248,7 +150,7 @@ class WorkerPool:
         if self._stopping:
             future.set_exception(RuntimeError("the worker pool is stopped"))
             return future
-        batch = _Batch(
+        batch = Batch(
             spec_name, items, deadline, future, [None] * len(items), len(items), costs, on_done
         )
         self._inbox.put(batch)
@@ -290,21 +192,8 @@ class WorkerPool:
         with contextlib.suppress(OSError, ValueError):
             self._wake_w.send_bytes(b"")
 
-    def _spawn(self) -> _Worker:
-        parent, child = self._mp.Pipe(duplex=True)
-        progress = self._mp.RawArray("d", [-1.0, 0.0])
-        process = self._mp.Process(
-            target=worker_main,
-            args=(child, progress, self.registry_path, self.spec_dirs, self.memory_mb),
-            name="proctor-worker",
-            daemon=True,
-        )
-        try:
-            with pinned_hash_seed():
-                process.start()
-        finally:
-            child.close()
-        return _Worker(process=process, conn=parent, progress=progress)
+    def _spawn(self) -> WorkerSlot:
+        return processes.spawn(self._mp, self.registry_path, self.spec_dirs, self.memory_mb)
 
     def _run(self, generation: int, recovering: bool) -> None:
         """The manager: serves until stopped; after a crash of its own it recovers and goes on."""
@@ -394,12 +283,12 @@ class WorkerPool:
             self._batches.append(batch)
             self._plan(batch, range(len(batch.items)))
 
-    def _plan(self, batch: _Batch, positions: Sequence[int]) -> None:
+    def _plan(self, batch: Batch, positions: Sequence[int]) -> None:
         size = self._chunk_size(len(positions))
         costs = None if batch.costs is None else [batch.costs[p] for p in positions]
         for chunk in plan_chunks(len(positions), size, self.size, costs):
             chosen = [positions[i] for i in chunk]
-            self._pending.append(_Chunk(next(self._chunk_ids), batch, chosen))
+            self._pending.append(Chunk(next(self._chunk_ids), batch, chosen))
 
     def _chunk_size(self, n: int) -> int:
         if self.chunk_size:
@@ -429,7 +318,7 @@ class WorkerPool:
                 worker.chunk = chunk
                 break
 
-    def _pickle(self, chunk: _Chunk, todo: list[int]) -> bytes | None:
+    def _pickle(self, chunk: Chunk, todo: list[int]) -> bytes | None:
         """The chunk's message for a worker, or None if nothing of it is left to send. An item
         that cannot be pickled is resolved `invalid` on its own; the rest of its chunk goes."""
         batch = chunk.batch
@@ -450,7 +339,7 @@ class WorkerPool:
             self._record(batch, position, Outcome.failure("infra_error", "dispatch_error", message))
         return None
 
-    def _refuse_unpicklable(self, batch: _Batch, positions: list[int]) -> None:
+    def _refuse_unpicklable(self, batch: Batch, positions: list[int]) -> None:
         for position in positions:
             try:
                 ForkingPickler.dumps((position, batch.spec_name, batch.items[position]))
@@ -460,13 +349,13 @@ class WorkerPool:
                 failed = Outcome.failure("invalid", "unserialisable_item", message)
                 self._record(batch, position, failed)
 
-    def _drop(self, batch: _Batch) -> None:
+    def _drop(self, batch: Batch) -> None:
         """Forget a batch nobody awaits any more (its chunks are skipped as they come up)."""
         batch.done = True
         if batch in self._batches:
             self._batches.remove(batch)
 
-    def _worker_for(self, ready: Any) -> _Worker | None:
+    def _worker_for(self, ready: Any) -> WorkerSlot | None:
         for worker in self._workers:
             if ready is worker.conn or ready == worker.process.sentinel:
                 return worker
@@ -484,7 +373,7 @@ class WorkerPool:
         if ready == worker.process.sentinel or not worker.process.is_alive():
             self._on_death(worker)
 
-    def _read_messages(self, worker: _Worker) -> None:
+    def _read_messages(self, worker: WorkerSlot) -> None:
         try:
             while worker.conn.poll():
                 message = worker.conn.recv()
@@ -503,7 +392,7 @@ class WorkerPool:
         except (EOFError, OSError):
             pass  # the worker is gone: its sentinel is ready too and _on_death runs next
 
-    def _record(self, batch: _Batch, position: int, outcome: Outcome) -> None:
+    def _record(self, batch: Batch, position: int, outcome: Outcome) -> None:
         if batch.done or batch.results[position] is not None:
             return
         batch.results[position] = outcome
@@ -516,14 +405,14 @@ class WorkerPool:
         if batch.remaining == 0:
             self._complete(batch)
 
-    def _complete(self, batch: _Batch) -> None:
+    def _complete(self, batch: Batch) -> None:
         batch.done = True
         self._batches = [b for b in self._batches if b is not batch]
         results = [r for r in batch.results if r is not None]
         with contextlib.suppress(InvalidStateError):  # cancelled by its caller meanwhile
             batch.future.set_result(results)
 
-    def _replace(self, worker: _Worker) -> None:
+    def _replace(self, worker: WorkerSlot) -> None:
         worker.conn.close()
         worker.process.join(timeout=1.0)
         self._workers = [w for w in self._workers if w is not worker]
@@ -542,11 +431,11 @@ class WorkerPool:
         self._stats.restarts += 1
         self._top_up()
 
-    def _requeue(self, batch: _Batch, positions: list[int]) -> None:
+    def _requeue(self, batch: Batch, positions: list[int]) -> None:
         if positions:
-            self._pending.appendleft(_Chunk(next(self._chunk_ids), batch, positions))
+            self._pending.appendleft(Chunk(next(self._chunk_ids), batch, positions))
 
-    def _on_death(self, worker: _Worker) -> None:
+    def _on_death(self, worker: WorkerSlot) -> None:
         log.warning("worker %s exited with code %s", worker.process.pid, worker.process.exitcode)
         chunk, current = worker.chunk, worker.current()
         if chunk is not None:
@@ -605,7 +494,7 @@ class WorkerPool:
                     "the request deadline passed before this item was scored",
                 )
 
-    def _finish_missing(self, batch: _Batch, code: str, message: str) -> None:
+    def _finish_missing(self, batch: Batch, code: str, message: str) -> None:
         for position, outcome in enumerate(batch.results):
             if outcome is None:
                 batch.results[position] = Outcome.failure("infra_error", code, message)
@@ -618,23 +507,9 @@ class WorkerPool:
         self._pending.clear()
 
     def _kill_workers(self) -> None:
-        for worker in self._workers:
-            with contextlib.suppress(OSError, ValueError):  # already gone
-                worker.process.kill()
-        for worker in self._workers:
-            worker.process.join(timeout=1.0)
-            worker.conn.close()
+        processes.kill(self._workers)
         self._workers = []
 
     def _shutdown_workers(self) -> None:
-        for worker in self._workers:
-            with contextlib.suppress(OSError, ValueError):  # already gone
-                worker.conn.send(None)
-        deadline = time.monotonic() + 2.0
-        for worker in self._workers:
-            worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join(timeout=1.0)
-            worker.conn.close()
+        processes.shut_down(self._workers)
         self._workers = []

@@ -1,0 +1,112 @@
+"""What the worker pool's manager keeps track of: batches, their chunks, the workers and what
+each is scoring, and how a batch is cut into chunks (`plan_chunks`). Plain data, used by the
+manager thread alone (`service.dispatch.pool`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from reward_specs import Item, Outcome
+
+__all__ = ["Batch", "Chunk", "PoolStats", "WorkerSlot", "plan_chunks"]
+
+
+@dataclass(eq=False)
+class Batch:
+    spec_name: str
+    items: Sequence[Item]
+    deadline: float
+    future: Future[list[Outcome]]
+    results: list[Outcome | None]
+    remaining: int
+    costs: Sequence[float] | None = None
+    on_done: Callable[[int], None] | None = None
+    strikes: dict[int, int] = field(default_factory=dict)
+    done: bool = False
+    survived_crash: bool = False
+    """A manager crash already retried this batch's missing items once."""
+
+    @property
+    def abandoned(self) -> bool:
+        """Finished, or no longer awaited (a cancelled job): nothing more to score."""
+        return self.done or self.future.cancelled()
+
+    def missing(self) -> list[int]:
+        return [p for p, outcome in enumerate(self.results) if outcome is None]
+
+
+@dataclass(eq=False)
+class Chunk:
+    id: int
+    batch: Batch
+    positions: list[int]
+
+
+@dataclass(eq=False)
+class WorkerSlot:
+    process: BaseProcess
+    conn: Connection
+    progress: Any
+    """Shared doubles: [position being scored or -1, monotonic time it started]."""
+    ready: bool = False
+    chunk: Chunk | None = None
+
+    def current(self) -> tuple[int, float] | None:
+        """The chunk item this worker last started and since when (its batch may be over: a
+        stuck item is still killed then)."""
+        chunk = self.chunk
+        position, since = int(self.progress[0]), float(self.progress[1])
+        if chunk is None or position < 0 or position not in chunk.positions:
+            return None
+        return position, since
+
+    def unfinished(self) -> list[int]:
+        chunk = self.chunk
+        if chunk is None:
+            return []
+        return [p for p in chunk.positions if chunk.batch.results[p] is None]
+
+
+@dataclass
+class PoolStats:
+    workers: int = 0
+    ready_workers: int = 0
+    restarts: int = 0
+    timeouts: int = 0
+    poison_items: int = 0
+    pending_chunks: int = 0
+    manager_restarts: int = 0
+    broken: str | None = None
+
+
+def plan_chunks(
+    n: int, size: int, workers: int, costs: Sequence[float] | None = None
+) -> list[list[int]]:
+    """Positions 0..n-1 cut into chunks of at most `size`, in the order they are handed out.
+
+    Without costs: request order. With costs (one estimate per position): costliest first
+    (longest-processing-time-first scheduling), and a chunk also closes once it holds a
+    `1 / (8 * workers)` share of the batch's estimated cost, so costly items travel alone or in
+    small chunks while cheap ones travel in full ones, and the batch ends with cheap chunks that
+    spread over every worker rather than with one slow item keeping one worker busy."""
+    if costs is None:
+        return [list(range(start, min(n, start + size))) for start in range(0, n, size)]
+    order = sorted(range(n), key=lambda p: -costs[p])
+    share = sum(costs) / (8 * workers)
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    spent = 0.0
+    for position in order:
+        current.append(position)
+        spent += costs[position]
+        if len(current) >= size or spent >= share:
+            chunks.append(current)
+            current, spent = [], 0.0
+    if current:
+        chunks.append(current)
+    return chunks

@@ -5,7 +5,7 @@ fallbacks. Both sides are parsed by math-verify's LaTeX extraction, the gold as 
 compared with `verify` under the spec's rounding and strictness. math-verify bounds its work with
 `signal.alarm`, which is why this scorer runs on the main thread of a worker process.
 
-With `careful` on, a second layer stands around math-verify (`reward_specs/math_rules.py`): the
+With `careful` on, a second layer stands around math-verify (`reward_specs/math/rules.py`): the
 answer is normalised before it parses, its "equal" verdicts are checked against the gold's
 precision after, and the boxes that end a response together are judged together where the gold
 is a list. A rule that changed a verdict is named in `details["rules"]`, beside math-verify's own
@@ -38,7 +38,7 @@ from reward_specs.extract import (
     final_sentence,
     stated_sentence,
 )
-from reward_specs.math_rules import (
+from reward_specs.math.rules import (
     Rule,
     Units,
     gold_facts,
@@ -76,7 +76,7 @@ class MathConfig(DomainConfig):
     max_answer_chars: int = Field(1000, ge=1)
     """A longer extracted answer is judged wrong without parsing (a cheap guard, not a timeout)."""
     careful: bool = False
-    """The careful grader's rules around math-verify (`reward_specs/math_rules.py`) and the final
+    """The careful grader's rules around math-verify (`reward_specs/math/rules.py`) and the final
     boxes judged together where the gold is a list; off, math-verify's verdicts alone."""
     prose_answer: bool = False
     """With no box, read the last mathematical expression of the stated answer's sentence (else

@@ -55,9 +55,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-VALIDATED_TASKS = frozenset({"boxnet", "graph_color"})
-"""Tasks judged by our own validators rather than the task's `score_answer`."""
-
 
 class PuzzleConfig(DomainConfig):
     answer_tag: str = Field("answer", pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -244,6 +241,15 @@ def _boxnet(
     )
 
 
+Validator = Callable[[str, dict[str, Any], PuzzleConfig, dict[str, Any]], Judgement]
+"""(answer, entry, config, details so far) -> the verdict of one of our own validators."""
+
+_VALIDATORS: dict[str, Validator] = {"boxnet": _boxnet, "graph_color": _graph_color}
+
+VALIDATED_TASKS = frozenset(_VALIDATORS)
+"""Tasks judged by our own validators rather than the task's `score_answer`."""
+
+
 # ---------------------------------------------------------------- the scorer
 
 
@@ -327,10 +333,9 @@ def _score_answer(
     if len(answer) > config.max_answer_chars:
         return Judgement(0.0, False, True, {"task": task, "reason": "answer_too_long"})
     details: dict[str, Any] = {"task": task, "source": source, "extracted": answer[:2000]}
-    if task == "graph_color":
-        return _graph_color(answer, entry, config, details)
-    if task == "boxnet":
-        return _boxnet(answer, entry, config, details)
+    validator = _VALIDATORS.get(task)
+    if validator is not None:
+        return validator(answer, entry, config, details)
     return _library_score(task, answer, entry, dataset, key, details)
 
 

@@ -35,10 +35,10 @@ safe to call from many threads (`executor="thread"`).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from reward_specs.canonical import canonical_text
 from reward_specs.code.cache import SingleFlightCache
 from reward_specs.code.extract import Language, extract_code
 from reward_specs.code.harness import judge_cpp_fn, run_python_tests
@@ -158,16 +158,14 @@ def clear_cache() -> None:
 
 
 def _cache_key(code: str, reference: CodeReference, config: CodeConfig, backend: str) -> str:
-    payload = json.dumps(
+    payload = canonical_text(
         [
             backend,
             reference.language,
             code,
             reference.tests.model_dump(mode="json"),
             config.model_dump(mode="json"),
-        ],
-        sort_keys=True,
-        separators=(",", ":"),
+        ]
     )
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
 

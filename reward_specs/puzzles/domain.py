@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from reward_specs.canonical import canonical_text
 from reward_specs.memo import Memo
 from reward_specs.puzzles import boxnet, graph_color, gym
 from reward_specs.puzzles.answers import Fallback, extract_answer, locate_json
@@ -144,7 +145,7 @@ def _resolve(reference: PuzzleReference) -> tuple[str, dict[str, Any], Any, Entr
         by_value = entry
 
         def key() -> str:
-            return json.dumps(by_value, sort_keys=True, default=str)
+            return canonical_text(by_value, default=str)
 
     elif reference.seed is not None and reference.index is not None:
         seed, index = reference.seed, reference.index

@@ -27,6 +27,7 @@ from reasoning_gym.composite import CompositeConfig, DatasetSpec
 from reasoning_gym.dataset import ProceduralDataset
 from reasoning_gym.factory import DATASETS
 
+from reward_specs.canonical import canonical_text
 from reward_specs.scorer import InvalidReference
 
 __all__ = [
@@ -145,7 +146,7 @@ def task_info(task: str) -> TaskInfo:
 def canonical_config(config: Mapping[str, Any]) -> str:
     """The cache key of a config: its JSON with sorted keys."""
     try:
-        return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return canonical_text(config, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidReference(f"config is not plain JSON: {exc}", "invalid_config") from None
 

@@ -32,7 +32,7 @@ from sympy.core.relational import Equality, Relational
 
 from reward_specs import faults
 from reward_specs.extract import (
-    Fallback,
+    BoxedFallback,
     extract_answer,
     final_boxes,
     final_sentence,
@@ -61,7 +61,7 @@ __all__ = ["SCORER", "MathConfig", "MathReference", "equivalent", "math_answer_k
 
 
 class MathConfig(DomainConfig):
-    fallbacks: tuple[Fallback, ...] = ("answer_is",)
+    fallbacks: tuple[BoxedFallback, ...] = ("answer_is",)
     """Where to look when the response has no `\\boxed{}`; `answer_is` reads "the answer is X"."""
     parsing_timeout_s: int = Field(5, ge=1, le=60)
     """math-verify's time limit for parsing one expression."""

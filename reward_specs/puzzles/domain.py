@@ -32,9 +32,10 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from reward_specs.canonical import canonical_text
+from reward_specs.extract import Fallback
 from reward_specs.memo import Memo
 from reward_specs.puzzles import boxnet, graph_color, gym
-from reward_specs.puzzles.answers import Fallback, extract_answer, locate_json
+from reward_specs.puzzles.answers import extract_answer, locate_json
 from reward_specs.scorer import (
     DomainConfig,
     Example,

@@ -32,7 +32,7 @@ from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
 from reward_specs import faults
-from reward_specs.extract import Fallback, answer_is, extract_answer, last_boxed
+from reward_specs.extract import BoxedFallback, answer_is, extract_answer, last_boxed
 from reward_specs.math.domain import MathConfig, equivalent
 from reward_specs.math.rules import Rule, gold_facts, normalise
 from reward_specs.scorer import (
@@ -58,7 +58,7 @@ class StemConfig(DomainConfig):
     """Relative tolerance for free-form numeric answers when the reference gives none."""
     abs_tol: float = Field(0.0, ge=0.0)
     """Absolute tolerance, for golds at or near zero."""
-    fallbacks: tuple[Fallback, ...] = ("answer_is",)
+    fallbacks: tuple[BoxedFallback, ...] = ("answer_is",)
     symbolic: MathConfig = MathConfig()
     """How non-numeric free-form answers are checked (math-verify)."""
     careful: bool = False

@@ -92,7 +92,7 @@ class Outcome:
         )
 
     def __reduce__(self) -> tuple[type[Outcome], tuple[Any, ...]]:
-        # A plain tuple pickles several times faster than a slotted dataclass's default state.
+        # A plain tuple pickles faster than a slotted dataclass's default state.
         return (Outcome, tuple(getattr(self, name) for name in Outcome.__slots__))
 
 

@@ -134,7 +134,7 @@ def equivalent(
     reference's fault and raises `InvalidReference`.
 
     Verdicts are memoised per process (a GRPO group repeats the same few final answers, and
-    math-verify's own parse cache holds only 20 entries), except verdicts cut short by a timeout:
+    math-verify's own parse cache is small), except verdicts cut short by a timeout:
     those depend on the machine's load at the time, so they are recomputed.
     """
     key = (gold, answer, config, units)

@@ -320,8 +320,8 @@ def puzzle_answer_key(response: str, config: PuzzleConfig) -> str | None:
 
 
 def puzzle_workload(reference: Mapping[str, Any]) -> str | None:
-    """The task: what a puzzle costs to score depends on it (sympy-backed tasks take milliseconds,
-    most others microseconds)."""
+    """The task: what a puzzle costs to score depends on it (sympy-backed tasks cost far more than
+    most others)."""
     task = reference.get("task")
     return task if isinstance(task, str) else None
 

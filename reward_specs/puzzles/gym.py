@@ -3,8 +3,8 @@
 An entry is either given by value (the dict a Reasoning Gym dataset returned, possibly after a JSON
 round trip) or regenerated from `(task, config, seed, index)`, which is exactly
 `reasoning_gym.create_dataset(task, **config, seed=seed)[index]`. Datasets are built once per
-process and kept in a bounded LRU cache (building some takes 0.1-0.3 s: ARC boards, word lists),
-and so are regenerated entries (generating some takes tens of milliseconds: sudoku, knight swap).
+process and kept in a bounded LRU cache, and so are regenerated entries: building some datasets
+and generating some entries costs far more than scoring an answer (benchmarks/README.md).
 Cached entries are shared: callers must not mutate them.
 
 Everything the *reference* gets wrong (an unknown task, a config the dataset refuses, an index out

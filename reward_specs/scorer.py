@@ -64,6 +64,12 @@ class Judgement:
         """No answer could be extracted in the expected format: no credit."""
         return cls(score=0.0, success=False, parsed=False, details={"reason": reason, **details})
 
+    @classmethod
+    def zero(cls, reason: str, **details: Any) -> Judgement:
+        """An answer judged to earn nothing (too long, a syntax error, over the budget), the reason
+        first in `details`."""
+        return cls(score=0.0, success=False, parsed=True, details={"reason": reason, **details})
+
 
 class InvalidReference(ValueError):
     """The item's reference cannot be scored (unknown task, malformed tests): status `invalid`."""

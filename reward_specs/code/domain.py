@@ -77,10 +77,6 @@ _COULD_NOT_START = b"sandbox: could not start the program"
 """What the supervisor appends when exec itself failed (g++ missing from the image, say)."""
 
 
-def _zero(reason: str, **details: Any) -> Judgement:
-    return Judgement(score=0.0, success=False, parsed=True, details={"reason": reason, **details})
-
-
 def _run_and_judge(
     code: str, reference: CodeReference, config: CodeConfig, sandbox: SandboxBackend
 ) -> Judgement:
@@ -107,7 +103,7 @@ def _run_and_judge(
         "tests": [r.as_dict() for r in results],
     }
     if over_budget:
-        return _zero("budget_exceeded", **details)
+        return Judgement.zero("budget_exceeded", **details)
     return Judgement(
         score=passed / len(results), success=passed == len(results), parsed=True, details=details
     )
@@ -134,7 +130,7 @@ def _run_programs(
     ):
         raise SandboxError(f"the sandbox has no working compiler: {tail(run.build.stderr, 300)}")
     if run.build is not None and run.build.status != "ok":
-        return _zero(
+        return Judgement.zero(
             "compile_error",
             status=run.build.status,
             error=tail(run.build.stderr or run.build.stdout, 4 * config.diff_chars),
@@ -193,11 +189,11 @@ def score_code(
         return Judgement.unparsed("no_code", source=source)
     info: dict[str, Any] = {"language": reference.language, "source": source}
     if len(code.encode("utf-8", "surrogatepass")) > config.max_code_bytes:
-        return _zero("code_too_long", **info)
+        return Judgement.zero("code_too_long", **info)
     if reference.language == "python":
         error = _syntax_error(code)
         if error is not None:
-            return _zero("syntax_error", **info, **error)
+            return Judgement.zero("syntax_error", **info, **error)
 
     key = _cache_key(code, reference, config, sandbox.name)
     judgement = _CACHE.get_or_compute(key, lambda: _run_and_judge(code, reference, config, sandbox))

@@ -333,7 +333,7 @@ def _score_answer(
     if answer is None:
         return Judgement.unparsed("no_answer", task=task)
     if len(answer) > config.max_answer_chars:
-        return Judgement(0.0, False, True, {"task": task, "reason": "answer_too_long"})
+        return Judgement.zero("answer_too_long", task=task)
     details: dict[str, Any] = {"task": task, "source": source, "extracted": answer[:2000]}
     validator = _VALIDATORS.get(task)
     if validator is not None:

@@ -35,14 +35,17 @@ FAILED_RUN: dict[str, TestStatus] = {
     "output_limit": "output_limit",
     "skipped": "timeout",
 }
+"""A failed execution's status as its test's (a run never started had no budget left)."""
 
 
 def tail(data: bytes, limit: int) -> str:
+    """The end of a program's output as text, at most `limit` characters."""
     text = data.decode("utf-8", "replace").strip()
     return text if len(text) <= limit else "..." + text[-(limit - 3) :]
 
 
 def run_error(result: ExecutionResult, limit: int) -> str | None:
+    """Why an execution failed (its signal or exit code, then the end of its stderr)."""
     parts = []
     if result.signal is not None:
         parts.append(f"killed by signal {result.signal}")

@@ -28,7 +28,7 @@ from typing import Any
 from _served import proctor_server, timed_score
 
 from reward_specs import ScoreContext, default_registry, load_specs
-from reward_specs.ifeval_domain import IFEvalReference, score_ifeval
+from reward_specs.ifeval import IFEvalReference, score_ifeval
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ifeval"
 

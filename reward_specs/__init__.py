@@ -3,6 +3,7 @@
 Importable with no server running; the service and `proctor score` both call `score_item`.
 """
 
+from reward_specs.canonical import canonical_json
 from reward_specs.domains import SCORERS, default_registry
 from reward_specs.engine import (
     Item,
@@ -10,7 +11,6 @@ from reward_specs.engine import (
     ItemKey,
     Outcome,
     Status,
-    canonical_json,
     item_key,
     item_keyer,
     reference_key,

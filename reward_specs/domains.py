@@ -1,19 +1,19 @@
-"""The list of shipped scorers. Adding a domain means adding its module and one line here."""
+"""The list of shipped scorers. Adding a domain means adding its package and one line here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from reward_specs import code_domain, ifeval_domain, math_domain, puzzle_domain, stem_domain
+from reward_specs import code, ifeval, math, puzzles, stem
 from reward_specs.registry import Registry
 from reward_specs.scorer import Scorer
 
 SCORERS: tuple[Scorer[Any, Any], ...] = (
-    math_domain.SCORER,
-    stem_domain.SCORER,
-    ifeval_domain.SCORER,
-    puzzle_domain.SCORER,
-    code_domain.SCORER,
+    math.SCORER,
+    stem.SCORER,
+    ifeval.SCORER,
+    puzzles.SCORER,
+    code.SCORER,
 )
 
 

@@ -12,14 +12,12 @@ says so, calls the domain's scorer and applies the termination penalties. Its re
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-import orjson
 from pydantic import ValidationError
 
 from reward_specs.json_bounds import HARD_MAX_DEPTH, json_problem
@@ -35,7 +33,6 @@ __all__ = [
     "ItemKey",
     "Outcome",
     "Status",
-    "canonical_json",
     "item_key",
     "item_keyer",
     "reference_key",
@@ -95,7 +92,7 @@ class Outcome:
         )
 
     def __reduce__(self) -> tuple[type[Outcome], tuple[Any, ...]]:
-        # A plain tuple pickles several times faster than a slotted dataclass's default state.
+        # A plain tuple pickles faster than a slotted dataclass's default state.
         return (Outcome, tuple(getattr(self, name) for name in Outcome.__slots__))
 
 
@@ -109,16 +106,6 @@ def strip_reasoning(response: str) -> str:
     if "<think>" in response:
         return ""
     return response
-
-
-def canonical_json(value: Any) -> bytes:
-    """Compact JSON with sorted keys: equal JSON values give equal bytes (orjson where it can;
-    the standard library for what orjson refuses, such as lone surrogates)."""
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-    except (TypeError, orjson.JSONEncodeError):
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-        return text.encode("utf-8", "surrogatepass")
 
 
 def reference_key(reference_json: bytes) -> str:

@@ -9,10 +9,11 @@ sentence, for graders that read more than the last box. Nothing here raises on a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 __all__ = [
+    "BoxedFallback",
     "Fallback",
     "answer_is",
     "extract_answer",
@@ -22,7 +23,14 @@ __all__ = [
     "stated_sentence",
 ]
 
-Fallback = Literal["answer_is"]
+Fallback = Literal["boxed", "answer_is", "json"]
+"""Where to look for an answer when a domain's own format is missing, with one meaning in every
+domain: `boxed` the last `\\boxed{}`, `answer_is` "the answer is X" on its line,
+`json` the last fenced JSON block or JSON value of the response (puzzles, `locate_json`). Each
+domain's config takes the subset that makes sense for it."""
+
+BoxedFallback = Literal["answer_is"]
+"""The `Fallback`s of the domains whose own format is the last `\\boxed{}` (math, STEM)."""
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*")
 _TOKEN = re.compile(r"[^\s$]+")
@@ -160,14 +168,16 @@ def answer_is(text: str) -> str | None:
     return answer[:end].lstrip("$").rstrip("$").strip() or None
 
 
-def extract_answer(text: str, fallbacks: tuple[Fallback, ...]) -> tuple[str | None, str]:
+_FINDERS: dict[BoxedFallback, Callable[[str], str | None]] = {"answer_is": answer_is}
+
+
+def extract_answer(text: str, fallbacks: tuple[BoxedFallback, ...]) -> tuple[str | None, str]:
     """(answer, how it was found); the last `\\boxed{}` first, then each fallback in order."""
     boxed = last_boxed(text)
     if boxed:
         return boxed, "boxed"
     for fallback in fallbacks:
-        if fallback == "answer_is":
-            found = answer_is(text)
-            if found:
-                return found, fallback
+        found = _FINDERS[fallback](text)
+        if found:
+            return found, fallback
     return None, "none"

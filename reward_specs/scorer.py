@@ -64,6 +64,12 @@ class Judgement:
         """No answer could be extracted in the expected format: no credit."""
         return cls(score=0.0, success=False, parsed=False, details={"reason": reason, **details})
 
+    @classmethod
+    def zero(cls, reason: str, **details: Any) -> Judgement:
+        """An answer judged to earn nothing (too long, a syntax error, over the budget), the reason
+        first in `details`."""
+        return cls(score=0.0, success=False, parsed=True, details={"reason": reason, **details})
+
 
 class InvalidReference(ValueError):
     """The item's reference cannot be scored (unknown task, malformed tests): status `invalid`."""
@@ -122,10 +128,10 @@ class Scorer(Generic[R, C]):
     answer_key: AnswerKeyFn[C] | None = None
     """What of a (reasoning-stripped) response its judgement depends on, for scorers that can say
     so cheaply: the extracted answer and where it was found, say. Two responses with equal keys
-    (and equal references) must get equal judgements, so the service scores one of them; in a
-    GRPO group, 16 differently worded responses often hold two or three distinct answers. It must
-    be pure, never raise, and cost far less than `score`; None (the default, or as a result)
-    means the whole response counts."""
+    (and equal references) must get equal judgements, so the service scores one of them: a GRPO
+    group's differently worded responses often hold only a few distinct answers. It must be
+    pure, never raise, and cost far less than `score`; None (the default, or as a result) means
+    the whole response counts."""
     workload: WorkloadFn | None = None
     """A label for what scoring an item costs, read from its raw (unvalidated) reference: the
     puzzle's task, say. Items with equal labels should take alike times to score. The service

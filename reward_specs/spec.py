@@ -10,7 +10,6 @@ means the same reward for the same input.
 from __future__ import annotations
 
 import hashlib
-import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reward_specs.canonical import canonical_text
 from reward_specs.registry import Registry
 from reward_specs.scorer import DomainConfig
 from reward_specs.termination import TerminationConfig
@@ -98,8 +98,7 @@ def _library_versions(registry: Registry) -> dict[str, str]:
 
 
 def _spec_hash(parameters: Mapping[str, Any]) -> str:
-    canonical = json.dumps(parameters, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical_text(parameters).encode()).hexdigest()
 
 
 def _resolve(raw: _SpecFile, registry: Registry, source: str) -> Spec:

@@ -10,7 +10,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import asdict
 from importlib import resources
-from typing import Any
+from typing import Any, get_args
 
 from sandboxes.api import Execution, ExecutionResult, ExecutionStatus, RunRequest, SandboxError
 
@@ -24,9 +24,7 @@ __all__ = [
     "supervisor_source",
 ]
 
-_STATUSES: frozenset[str] = frozenset(
-    ("ok", "runtime_error", "timeout", "memory", "output_limit", "skipped")
-)
+_STATUSES: frozenset[str] = frozenset(get_args(ExecutionStatus))
 _MAX_FRAME = 256 * 1024 * 1024
 
 

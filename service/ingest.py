@@ -22,7 +22,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NoReturn, Protocol
+from typing import Annotated, Any, NoReturn, Protocol
 
 import msgspec
 import orjson
@@ -31,7 +31,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from reward_specs import ItemFields
-from service.schemas import ScoreRequest
+from service.schemas import FinishReason, ScoreRequest
 
 __all__ = [
     "RequestItem",
@@ -53,7 +53,7 @@ class WireItem(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str, msgspec.Meta(max_length=512)] | None = None
     reference: dict[str, Any] | None = None
     reference_index: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    finish_reason: Literal["stop", "length"] | None = None
+    finish_reason: FinishReason | None = None
     response_tokens: Annotated[int, msgspec.Meta(ge=0)] | None = None
     max_response_tokens: Annotated[int, msgspec.Meta(gt=0)] | None = None
     meta: dict[str, Any] | None = None

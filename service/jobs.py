@@ -17,15 +17,13 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
-from service.schemas import ErrorInfo, JobStatus, ScoreResponse
+from service.schemas import ErrorInfo, JobState, JobStatus, ScoreResponse
 
 __all__ = ["Job", "JobHandle", "JobStore", "Jobs", "TooManyJobs"]
 
 log = logging.getLogger(__name__)
-
-JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
 class TooManyJobs(RuntimeError):

@@ -23,8 +23,8 @@ from typing import Any
 
 from service.dispatch.base import Unavailable
 from service.dispatch.queue import wire
-from service.jobs import Job, JobState, Runner, TooManyJobs
-from service.schemas import ErrorInfo, JobStatus, ScoreResponse
+from service.jobs import Job, Runner, TooManyJobs
+from service.schemas import ErrorInfo, JobState, JobStatus, ScoreResponse
 
 __all__ = ["LEASE_TTL_S", "RedisJobStore"]
 

@@ -6,9 +6,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from reward_specs import Status
+
 __all__ = [
     "ErrorInfo",
+    "FinishReason",
     "JobAccepted",
+    "JobState",
     "JobStatus",
     "LimitsInfo",
     "ScoreItem",
@@ -19,6 +23,12 @@ __all__ = [
     "SpecSummary",
     "SpecsResponse",
 ]
+
+
+FinishReason = Literal["stop", "length"]
+"""Why generation stopped: at an end-of-sequence token, or at the length limit."""
+
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 
 
 def _whole_number(value: Any) -> Any:
@@ -54,7 +64,7 @@ class ScoreItem(BaseModel):
         description="Position in the request's `references` table of this item's reference, so "
         "that the 16 samples of a GRPO group can share one entry instead of carrying 16 copies.",
     )
-    finish_reason: Literal["stop", "length"] | None = Field(
+    finish_reason: FinishReason | None = Field(
         None, description="`length` when generation hit the token limit."
     )
     # The bound comes before the validator so that it reaches the published schema.
@@ -90,7 +100,7 @@ class SpecSummary(BaseModel):
 
 class ScoreResult(BaseModel):
     id: str | None = None
-    status: Literal["ok", "infra_error", "invalid"]
+    status: Status
     reward: float | None = None
     score: float | None = None
     success: bool | None = None
@@ -133,7 +143,7 @@ class JobAccepted(BaseModel):
 
 class JobStatus(BaseModel):
     job_id: str
-    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    status: JobState
     total: int
     completed: int
     result: ScoreResponse | None = None

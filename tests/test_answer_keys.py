@@ -13,10 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from reward_specs import default_registry, item_key, load_specs
-from reward_specs.engine import canonical_json, strip_reasoning
-from reward_specs.puzzle_domain import PuzzleConfig, puzzle_answer_key
-from reward_specs.puzzles import gym
+from reward_specs import canonical_json, default_registry, item_key, load_specs, strip_reasoning
+from reward_specs.puzzles import PuzzleConfig, gym, puzzle_answer_key
 from service.schemas import ScoreItem
 from tests.helpers import Server, score
 

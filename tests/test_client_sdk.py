@@ -150,6 +150,17 @@ def test_jobs_submit_and_wait(server: Server) -> None:
     assert_in_order(results, 50)
 
 
+def test_waiting_on_a_cancelled_job_raises() -> None:
+    """A job another client cancelled (DELETE) ends the wait, as a failed one does."""
+    error = {"code": "cancelled", "message": "the job was cancelled by a client"}
+    body = {"job_id": "j1", "status": "cancelled", "total": 3, "completed": 1, "error": error}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=body))
+    with ProctorClient("http://proctor", transport=transport) as client:
+        assert client.jobs.get("j1").status == "cancelled"
+        with pytest.raises(ProctorError, match="job j1 cancelled: the job was cancelled"):
+            client.jobs.wait("j1", poll_s=0.01, timeout_s=5)
+
+
 def test_an_api_key_is_sent(make_server: Callable[..., Server]) -> None:
     key = "sdk-test-key-0123456789"
     srv = make_server(api_keys=(key,))

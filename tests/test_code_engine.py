@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
-from reward_specs.code_domain import SCORER, clear_cache
+from reward_specs.code import SCORER, clear_cache
 from sandboxes.api import Execution, RunRequest, RunResult, SandboxBackend, SandboxError
 from tests.sandbox_fixtures import open_or_skip, sandbox_settings
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reward_specs.code_domain import CodeConfig, CodeReference, clear_cache, score_code
+from reward_specs.code import CodeConfig, CodeReference, clear_cache, score_code
 from reward_specs.scorer import ScoreContext
 from sandboxes.api import SandboxBackend
 

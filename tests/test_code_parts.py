@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from reward_specs.code import CodeConfig, CodeReference
 from reward_specs.code.asserts import Lit, Probe, ProbeError, evaluate, parse_assert
 from reward_specs.code.cache import SingleFlightCache
 from reward_specs.code.extract import extract_code
 from reward_specs.code.stdio import compare_stdout
 from reward_specs.code.values import Malformed, decode, json_equal
-from reward_specs.code_domain import CodeConfig, CodeReference
 from tests.helpers import poll
 
 # ----------------------------------------------------------------------------- extraction

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import re
+from typing import get_args
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reasoning_gym.utils import extract_answer as reasoning_gym_answer
 
-from reward_specs.extract import _ANSWER_IS, _SENTENCE_END, answer_is, extract_answer, last_boxed
+from reward_specs.extract import (
+    _ANSWER_IS,
+    _SENTENCE_END,
+    BoxedFallback,
+    Fallback,
+    answer_is,
+    extract_answer,
+    last_boxed,
+)
 from reward_specs.puzzles.answers import extract_answer as extract_puzzle_answer
 
 
@@ -202,3 +211,12 @@ def test_answer_is_reads_long_runs_in_one_pass() -> None:
 def test_many_brace_less_boxes_without_a_token_are_read_in_one_pass() -> None:
     # Each `\boxed ` followed by `$` has no token; checking one must not copy the rest of the text.
     assert last_boxed("\\boxed 7 " + "\\boxed $" * 40_000) == "7"
+
+
+def test_every_domain_s_fallbacks_come_from_one_vocabulary() -> None:
+    """Math and STEM take a subset of the fallbacks puzzles take, each with the same meaning."""
+    assert set(get_args(BoxedFallback)) <= set(get_args(Fallback))
+    text = "The answer is 7."
+    assert extract_answer(text, ("answer_is",)) == extract_puzzle_answer(
+        text, "answer", ("answer_is",)
+    )

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
-from reward_specs.ifeval_domain import IFEvalConfig, IFEvalReference, score_ifeval
+from reward_specs.ifeval import IFEvalConfig, IFEvalReference, score_ifeval
 
 REGISTRY = default_registry()
 SPEC = load_specs(REGISTRY)["prorl-v1"]

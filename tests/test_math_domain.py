@@ -16,7 +16,7 @@ import pytest
 from math_verify import parse, verify
 
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
-from reward_specs.math_domain import MathConfig, equivalent
+from reward_specs.math import MathConfig, equivalent
 from tests.cases import CAREFUL, EVALUATION, PLAIN, Case, table_params
 from tests.cases.math_cases import MATH_CASES
 

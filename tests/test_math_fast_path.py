@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from math_verify import parse, verify
 
-from reward_specs.math_domain import MathConfig, _fast_verdict, equivalent
+from reward_specs.math.domain import MathConfig, _fast_verdict, equivalent
 from tests.cases.math_cases import MATH_CASES
 
 SLOW = MathConfig(fast_path=False)

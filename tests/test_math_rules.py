@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from reward_specs import default_registry, load_specs
 from reward_specs.extract import final_boxes, final_sentence
-from reward_specs.math_domain import MathConfig, equivalent, math_answer_key
-from reward_specs.math_rules import gold_facts, normalise, precision_differs, question_units
+from reward_specs.math import MathConfig, equivalent, math_answer_key
+from reward_specs.math.rules import gold_facts, normalise, precision_differs, question_units
 from tests.cases import CAREFUL, EVALUATION, PLAIN
 
 SPECS = load_specs(default_registry())

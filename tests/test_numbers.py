@@ -1,4 +1,4 @@
-"""Reading a final answer as one number with an optional unit (reward_specs/numbers.py)."""
+"""Reading a final answer as one number with an optional unit (reward_specs/stem/numbers.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from reward_specs.numbers import parse_number
+from reward_specs.stem.numbers import parse_number
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import importlib
 import types
+from typing import get_args
 
 import pytest
+
+from proctor_client import _models as client
+from reward_specs import Status
+from service import schemas
 
 PACKAGES = ["reward_specs", "sandboxes", "service.dispatch", "proctor_client"]
 
@@ -27,3 +32,11 @@ def test_all_lists_exactly_the_public_names(name: str) -> None:
         and str(getattr(value, "__module__", "")).startswith(name)
     }
     assert public - set(listed) == set(), f"{name} exports unlisted names"
+
+
+def test_the_client_s_copies_of_the_wire_literals_agree() -> None:
+    """The client never imports the service, so it keeps its own copies of the wire's literals;
+    they must say what the service says."""
+    assert get_args(client.Status) == get_args(Status)
+    assert get_args(client.JobState) == get_args(schemas.JobState)
+    assert get_args(client.FinishReason) == get_args(schemas.FinishReason)

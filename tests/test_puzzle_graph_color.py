@@ -17,7 +17,7 @@ import reasoning_gym
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reward_specs.puzzle_domain import PuzzleConfig, PuzzleReference, score_puzzle
+from reward_specs.puzzles import PuzzleConfig, PuzzleReference, score_puzzle
 from reward_specs.scorer import Judgement, ScoreContext
 from tests.puzzle_cases import malformed_variants
 

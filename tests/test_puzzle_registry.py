@@ -170,7 +170,7 @@ def test_answer_extraction() -> None:
 
 
 def test_fallbacks_are_a_spec_parameter() -> None:
-    from reward_specs.puzzle_domain import PuzzleConfig, PuzzleReference, score_puzzle
+    from reward_specs.puzzles import PuzzleConfig, PuzzleReference, score_puzzle
 
     gold = gym.entry_for("gcd", {}, 2, 0)["answer"]
     reference = PuzzleReference.model_validate({"task": "gcd", "config": {}, "seed": 2, "index": 0})

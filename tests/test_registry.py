@@ -25,7 +25,7 @@ from reward_specs import (
     load_specs,
     score_item,
 )
-from reward_specs.math_domain import SCORER as MATH
+from reward_specs.math import SCORER as MATH
 
 REGISTRY = default_registry()
 SPECS = load_specs(REGISTRY)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from reward_specs.code_domain import CodeConfig, CodeReference, clear_cache, score_code
+from reward_specs.code import CodeConfig, CodeReference, clear_cache, score_code
 from reward_specs.scorer import ScoreContext
 from sandboxes.api import SandboxBackend
 from sandboxes.supervisor import (

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from reward_specs import Outcome, default_registry
-from reward_specs.puzzle_domain import puzzle_workload
+from reward_specs.puzzles import puzzle_workload
 from service.dispatch.costs import CostModel
 from service.dispatch.pool import plan_chunks
 from tests.helpers import Server, score

@@ -19,10 +19,10 @@ from reward_specs import (
     Scorer,
     default_registry,
     load_specs,
-    math_domain,
     score_item,
-    stem_domain,
 )
+from reward_specs.math import domain as math_domain
+from reward_specs.stem import domain as stem_domain
 
 REGISTRY = default_registry()
 SPECS = load_specs(REGISTRY)

@@ -14,7 +14,7 @@ from math_verify import parse, verify
 
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
 from reward_specs.extract import last_boxed
-from reward_specs.stem_domain import parse_number
+from reward_specs.stem import parse_number
 from tests.cases import CAREFUL, PLAIN, StemCase, table_params
 from tests.cases.stem_cases import COLOURS, STEM_CASES
 

@@ -237,17 +237,17 @@ class AsyncJobs:
     async def wait(
         self, job_id: str, poll_s: float = 1.0, timeout_s: float | None = None
     ) -> list[ScoreResult]:
-        """The job's results once done. A failed job raises ProctorError; a job not done within
-        `timeout_s` raises TimeoutError (the job goes on: wait again)."""
+        """The job's results once done. A failed or cancelled job raises ProctorError; a job not
+        done within `timeout_s` raises TimeoutError (the job goes on: wait again)."""
         loop = asyncio.get_running_loop()
         ends_at = None if timeout_s is None else loop.time() + timeout_s
         while True:
             job = await self.get(job_id)
             if job.status == "done" and job.result is not None:
                 return job.result.results
-            if job.status == "failed":
+            if job.status in ("failed", "cancelled"):
                 reason = job.error.message if job.error else "no reason given"
-                raise ProctorError(f"job {job_id} failed: {reason}", detail=job.error)
+                raise ProctorError(f"job {job_id} {job.status}: {reason}", detail=job.error)
             if ends_at is not None and loop.time() + poll_s > ends_at:
                 progress = f"{job.completed}/{job.total}"
                 raise TimeoutError(f"job {job_id} is {job.status} ({progress}) after {timeout_s} s")

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, NotRequired
 
 import pydantic_core
 from pydantic import ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict
 
-from proctor_client._models import ErrorInfo, ScoreItem, ScoreResult
+from proctor_client._models import ErrorInfo, FinishReason, ScoreItem, ScoreResult
 
 __all__ = ["Chunk", "ItemLike", "as_wire_items", "chunk_items", "failed", "request_body"]
 
@@ -31,7 +31,7 @@ class _WireItem(TypedDict):
     domain: str
     response: str
     reference: NotRequired[dict[str, Any] | None]
-    finish_reason: NotRequired[Literal["stop", "length"] | None]
+    finish_reason: NotRequired[FinishReason | None]
     response_tokens: NotRequired[Annotated[int, Field(ge=0)] | None]
     max_response_tokens: NotRequired[Annotated[int, Field(gt=0)] | None]
     meta: NotRequired[dict[str, Any] | None]

@@ -6,7 +6,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ErrorInfo", "JobStatus", "ScoreItem", "ScoreResponse", "ScoreResult", "SpecSummary"]
+__all__ = [
+    "ErrorInfo",
+    "FinishReason",
+    "JobState",
+    "JobStatus",
+    "ScoreItem",
+    "ScoreResponse",
+    "ScoreResult",
+    "SpecSummary",
+    "Status",
+]
+
+# Copies of the service's literals (`reward_specs.Status`, `service.schemas`): this package never
+# imports the service. tests/test_public_api.py checks that the copies agree.
+Status = Literal["ok", "infra_error", "invalid"]
+JobState = Literal["queued", "running", "done", "failed", "cancelled"]
+FinishReason = Literal["stop", "length"]
 
 
 class ScoreItem(BaseModel):
@@ -19,7 +35,7 @@ class ScoreItem(BaseModel):
     domain: str
     response: str
     reference: dict[str, Any] | None = None
-    finish_reason: Literal["stop", "length"] | None = None
+    finish_reason: FinishReason | None = None
     response_tokens: int | None = Field(None, ge=0)
     max_response_tokens: int | None = Field(None, gt=0)
     meta: dict[str, Any] | None = None
@@ -36,7 +52,7 @@ class ScoreResult(BaseModel):
     (the service or the client gave up), never that the answer was wrong."""
 
     id: str | None = None
-    status: Literal["ok", "infra_error", "invalid"]
+    status: Status
     reward: float | None = None
     score: float | None = None
     success: bool | None = None
@@ -61,7 +77,7 @@ class ScoreResponse(BaseModel):
 
 class JobStatus(BaseModel):
     job_id: str
-    status: Literal["queued", "running", "done", "failed"]
+    status: JobState
     total: int
     completed: int
     result: ScoreResponse | None = None

@@ -1,1 +1,6 @@
-"""Helpers of the code domain (`reward_specs.code_domain`): extraction, comparison, plans, cache."""
+"""The code domain: the scorer (`domain`), the reference and config schema (`reference`), the
+sandbox requests (`requests`), judging the harness's values (`harness`) and stdout (`stdio`)."""
+
+from reward_specs.code.domain import SCORER, CodeConfig, CodeReference, clear_cache, score_code
+
+__all__ = ["SCORER", "CodeConfig", "CodeReference", "clear_cache", "score_code"]

@@ -13,9 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from reward_specs.code.values import close
+from reward_specs.code.reference import CodeConfig, StdioTests
+from reward_specs.code.results import FAILED_RUN, TestResult, run_error
+from reward_specs.code.values import close, short
+from sandboxes.api import RunResult
 
-__all__ = ["Mismatch", "compare_stdout"]
+__all__ = ["Mismatch", "compare_stdout", "judge_stdio"]
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _INTEGER = re.compile(r"^[+-]?\d+$")
@@ -70,3 +73,25 @@ def compare_stdout(got: str, expected: str, rel_tol: float, abs_tol: float) -> M
         if n >= len(g) or n >= len(e) or not _line_match(gl, el, rel_tol, abs_tol):
             return Mismatch(line=n + 1, expected=el, got=gl)
     return None
+
+
+def judge_stdio(run: RunResult, tests: StdioTests, config: CodeConfig) -> list[TestResult]:
+    results = []
+    for test, ex in zip(tests.stdio, run.executions, strict=True):
+        if ex.status != "ok":
+            status = FAILED_RUN[ex.status]
+            error = run_error(ex, config.diff_chars) if status == "runtime_error" else None
+            results.append(TestResult(status, ex.cpu_s, error=error))
+            continue
+        got = ex.stdout.decode("utf-8", "replace")
+        mismatch = compare_stdout(got, test.output, config.float_rel_tol, config.float_abs_tol)
+        if mismatch is None:
+            results.append(TestResult("passed", ex.cpu_s))
+        else:
+            diff = {
+                "line": mismatch.line,
+                "expected": short(mismatch.expected, config.diff_chars),
+                "got": short(mismatch.got, config.diff_chars),
+            }
+            results.append(TestResult("wrong_answer", ex.cpu_s, diff=diff))
+    return results

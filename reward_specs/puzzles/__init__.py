@@ -1,6 +1,15 @@
-"""Reasoning Gym puzzles: registry access, answer extraction, and our Boxnet and graph colouring
-validators. The scorer itself is `reward_specs.puzzle_domain`."""
+"""The puzzle domain: the scorer (`domain`), Reasoning Gym registry access (`gym`), answer
+extraction (`answers`), and our Boxnet and graph colouring validators."""
 
+from reward_specs.puzzles.domain import (
+    SCORER,
+    VALIDATED_TASKS,
+    PuzzleConfig,
+    PuzzleReference,
+    puzzle_answer_key,
+    puzzle_workload,
+    score_puzzle,
+)
 from reward_specs.puzzles.gym import (
     MAX_SAMPLE_COUNT,
     TaskInfo,
@@ -12,9 +21,16 @@ from reward_specs.puzzles.gym import (
 
 __all__ = [
     "MAX_SAMPLE_COUNT",
+    "SCORER",
+    "VALIDATED_TASKS",
+    "PuzzleConfig",
+    "PuzzleReference",
     "TaskInfo",
     "entry_for",
+    "puzzle_answer_key",
+    "puzzle_workload",
     "sample_entries",
+    "score_puzzle",
     "task_info",
     "task_names",
 ]

@@ -20,13 +20,9 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from reward_specs.extract import answer_is, last_boxed
+from reward_specs.extract import Fallback, answer_is, last_boxed
 
-__all__ = ["Fallback", "JsonSource", "extract_answer", "locate_json"]
-
-Fallback = Literal["boxed", "answer_is", "json"]
-"""`boxed`: the last `\\boxed{}`; `answer_is`: "the answer is X" on its line; `json`: the last
-fenced JSON block or JSON object/list of the whole response (for JSON-answer tasks)."""
+__all__ = ["JsonSource", "extract_answer", "locate_json"]
 
 JsonSource = Literal["json", "fenced", "embedded"]
 
@@ -62,13 +58,7 @@ def extract_answer(
     if answer is not None:
         return (answer.strip() or None), "tag"
     for fallback in fallbacks:
-        found: str | None
-        if fallback == "boxed":
-            found = last_boxed(text)
-        elif fallback == "answer_is":
-            found = answer_is(text)
-        else:
-            found = _last_json_text(text)
+        found = _FINDERS[fallback](text)
         if found:
             return found, fallback
     return None, "none"
@@ -176,3 +166,10 @@ def _last_json_text(text: str) -> str | None:
             continue
         found = text[start:end]
         i = end
+
+
+_FINDERS: dict[Fallback, Callable[[str], str | None]] = {
+    "boxed": last_boxed,
+    "answer_is": answer_is,
+    "json": _last_json_text,
+}

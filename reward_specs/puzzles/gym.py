@@ -3,8 +3,8 @@
 An entry is either given by value (the dict a Reasoning Gym dataset returned, possibly after a JSON
 round trip) or regenerated from `(task, config, seed, index)`, which is exactly
 `reasoning_gym.create_dataset(task, **config, seed=seed)[index]`. Datasets are built once per
-process and kept in a bounded LRU cache (building some takes 0.1-0.3 s: ARC boards, word lists),
-and so are regenerated entries (generating some takes tens of milliseconds: sudoku, knight swap).
+process and kept in a bounded LRU cache, and so are regenerated entries: building some datasets
+and generating some entries costs far more than scoring an answer (benchmarks/README.md).
 Cached entries are shared: callers must not mutate them.
 
 Everything the *reference* gets wrong (an unknown task, a config the dataset refuses, an index out
@@ -27,6 +27,7 @@ from reasoning_gym.composite import CompositeConfig, DatasetSpec
 from reasoning_gym.dataset import ProceduralDataset
 from reasoning_gym.factory import DATASETS
 
+from reward_specs.canonical import canonical_text
 from reward_specs.scorer import InvalidReference
 
 __all__ = [
@@ -145,7 +146,7 @@ def task_info(task: str) -> TaskInfo:
 def canonical_config(config: Mapping[str, Any]) -> str:
     """The cache key of a config: its JSON with sorted keys."""
     try:
-        return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return canonical_text(config, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidReference(f"config is not plain JSON: {exc}", "invalid_config") from None
 

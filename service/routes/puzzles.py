@@ -14,8 +14,13 @@ from fastapi import APIRouter, Body, HTTPException, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from reward_specs import InvalidReference
-from reward_specs.puzzle_domain import VALIDATED_TASKS
-from reward_specs.puzzles import MAX_SAMPLE_COUNT, sample_entries, task_info, task_names
+from reward_specs.puzzles import (
+    MAX_SAMPLE_COUNT,
+    VALIDATED_TASKS,
+    sample_entries,
+    task_info,
+    task_names,
+)
 
 __all__ = ["router"]
 

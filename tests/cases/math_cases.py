@@ -603,7 +603,7 @@ MATH_CASES: list[Case] = [
         None,
     ),
     # ================================================================== beyond math-verify
-    # The rows below exercise the careful grader's rules (reward_specs/math_rules.py); each
+    # The rows below exercise the careful grader's rules (reward_specs/math/rules.py); each
     # comment names the rule that decides it, and `math_verify=` gives prorl-v1's verdict where
     # it differs. A rule that does not fire leaves math-verify's verdict (no column).
     # ------------------------------------------------------------------ thousands separators

@@ -265,7 +265,7 @@ STEM_CASES: list[StemCase] = [
         "kinetic energy",
     ),
     # ================================================================== the careful reader
-    # Rows below exercise reward_specs/choice_letters.py (and the math rules for free-form
+    # Rows below exercise reward_specs/stem/choice_letters.py (and the math rules for free-form
     # numbers); `prorl_v1=` gives the plain reader's verdict where it differs.
     # -------------------------------------------------- lower-case standalone letters
     StemCase(

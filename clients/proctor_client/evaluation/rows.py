@@ -15,9 +15,11 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from proctor_client._models import FinishReason
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -45,7 +47,7 @@ class Generation(BaseModel):
     model: str = Field(DEFAULT_MODEL, min_length=1, max_length=256)
     seed: int | str | None = Field(None, description="training seed (run) of `model`")
     task_family: str | None = Field(None, min_length=1, max_length=256)
-    finish_reason: Literal["stop", "length"] | None = None
+    finish_reason: FinishReason | None = None
     response_tokens: int | None = Field(None, ge=0, strict=True)
     max_response_tokens: int | None = Field(None, gt=0, strict=True)
     decoding: dict[str, Any] | None = Field(

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 from proctor_client import ScoreItem, ScoreResult
+from proctor_client._models import FinishReason
 from proctor_client.trainer.data import Prompt
 from proctor_client.trainer.objective import token_logprobs
 
@@ -35,7 +36,7 @@ class Sample:
     """Index of its group (its prompt) within the generation round."""
     prompt_ids: list[int]
     response_ids: list[int]
-    finish_reason: Literal["stop", "length"]
+    finish_reason: FinishReason
     text: str
     """The decoded response without its EOS, as Proctor judges it."""
     old_logp: Tensor | None = None

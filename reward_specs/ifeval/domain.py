@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from reward_specs.ifeval import InvalidKwargs, build_check, evaluate
-from reward_specs.ifeval.instructions import Check
+from reward_specs.ifeval.evaluation import evaluate
+from reward_specs.ifeval.instructions import Check, InvalidKwargs, build_check
 from reward_specs.scorer import (
     DomainConfig,
     Example,

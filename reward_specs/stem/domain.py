@@ -6,7 +6,7 @@ the last `\\boxed{}`, the last "Answer: C" / "the answer is (C)", the last paren
 instead of a letter, that choice is taken. Only letters of the offered choices count. The gold
 may be a letter, a 0-based index, or the text of the correct choice.
 
-With `careful` on, the choice is read by `reward_specs/choice_letters.py` instead: the explicit
+With `careful` on, the choice is read by `reward_specs/stem/choice_letters.py` instead: the explicit
 answer statement wins over later mentions of other letters, standalone letters count in either
 case, and a final statement naming two different letters is not parsed.
 
@@ -31,12 +31,10 @@ from math_verify.errors import TimeoutException
 from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
-from reward_specs import choice_letters, faults
-from reward_specs.choice_letters import choice_text_in, norm
-from reward_specs.extract import Fallback, answer_is, extract_answer, last_boxed
-from reward_specs.math_domain import MathConfig, equivalent
-from reward_specs.math_rules import Rule, gold_facts, normalise
-from reward_specs.numbers import parse_number
+from reward_specs import faults
+from reward_specs.extract import BoxedFallback, answer_is, extract_answer, last_boxed
+from reward_specs.math.domain import MathConfig, equivalent
+from reward_specs.math.rules import Rule, gold_facts, normalise
 from reward_specs.scorer import (
     DomainConfig,
     Example,
@@ -46,6 +44,9 @@ from reward_specs.scorer import (
     ScoreContext,
     Scorer,
 )
+from reward_specs.stem import choice_letters
+from reward_specs.stem.choice_letters import choice_text_in, norm
+from reward_specs.stem.numbers import parse_number
 
 __all__ = ["SCORER", "StemConfig", "StemReference", "parse_number"]
 
@@ -57,11 +58,11 @@ class StemConfig(DomainConfig):
     """Relative tolerance for free-form numeric answers when the reference gives none."""
     abs_tol: float = Field(0.0, ge=0.0)
     """Absolute tolerance, for golds at or near zero."""
-    fallbacks: tuple[Fallback, ...] = ("answer_is",)
+    fallbacks: tuple[BoxedFallback, ...] = ("answer_is",)
     symbolic: MathConfig = MathConfig()
     """How non-numeric free-form answers are checked (math-verify)."""
     careful: bool = False
-    """Multiple choice read as a careful grader does (`reward_specs/choice_letters.py`), and
+    """Multiple choice read as a careful grader does (`reward_specs/stem/choice_letters.py`), and
     free-form numbers normalised by the math domain's rules (`12\\,345`, `1e6`) before reading."""
 
     added_later: ClassVar[frozenset[str]] = frozenset({"careful"})

@@ -5,7 +5,7 @@ fallbacks. Both sides are parsed by math-verify's LaTeX extraction, the gold as 
 compared with `verify` under the spec's rounding and strictness. math-verify bounds its work with
 `signal.alarm`, which is why this scorer runs on the main thread of a worker process.
 
-With `careful` on, a second layer stands around math-verify (`reward_specs/math_rules.py`): the
+With `careful` on, a second layer stands around math-verify (`reward_specs/math/rules.py`): the
 answer is normalised before it parses, its "equal" verdicts are checked against the gold's
 precision after, and the boxes that end a response together are judged together where the gold
 is a list. A rule that changed a verdict is named in `details["rules"]`, beside math-verify's own
@@ -32,13 +32,13 @@ from sympy.core.relational import Equality, Relational
 
 from reward_specs import faults
 from reward_specs.extract import (
-    Fallback,
+    BoxedFallback,
     extract_answer,
     final_boxes,
     final_sentence,
     stated_sentence,
 )
-from reward_specs.math_rules import (
+from reward_specs.math.rules import (
     Rule,
     Units,
     gold_facts,
@@ -61,7 +61,7 @@ __all__ = ["SCORER", "MathConfig", "MathReference", "equivalent", "math_answer_k
 
 
 class MathConfig(DomainConfig):
-    fallbacks: tuple[Fallback, ...] = ("answer_is",)
+    fallbacks: tuple[BoxedFallback, ...] = ("answer_is",)
     """Where to look when the response has no `\\boxed{}`; `answer_is` reads "the answer is X"."""
     parsing_timeout_s: int = Field(5, ge=1, le=60)
     """math-verify's time limit for parsing one expression."""
@@ -76,7 +76,7 @@ class MathConfig(DomainConfig):
     max_answer_chars: int = Field(1000, ge=1)
     """A longer extracted answer is judged wrong without parsing (a cheap guard, not a timeout)."""
     careful: bool = False
-    """The careful grader's rules around math-verify (`reward_specs/math_rules.py`) and the final
+    """The careful grader's rules around math-verify (`reward_specs/math/rules.py`) and the final
     boxes judged together where the gold is a list; off, math-verify's verdicts alone."""
     prose_answer: bool = False
     """With no box, read the last mathematical expression of the stated answer's sentence (else
@@ -134,7 +134,7 @@ def equivalent(
     reference's fault and raises `InvalidReference`.
 
     Verdicts are memoised per process (a GRPO group repeats the same few final answers, and
-    math-verify's own parse cache holds only 20 entries), except verdicts cut short by a timeout:
+    math-verify's own parse cache is small), except verdicts cut short by a timeout:
     those depend on the machine's load at the time, so they are recomputed.
     """
     key = (gold, answer, config, units)

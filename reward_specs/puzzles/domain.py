@@ -31,9 +31,11 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from reward_specs.canonical import canonical_text
+from reward_specs.extract import Fallback
 from reward_specs.memo import Memo
 from reward_specs.puzzles import boxnet, graph_color, gym
-from reward_specs.puzzles.answers import Fallback, extract_answer, locate_json
+from reward_specs.puzzles.answers import extract_answer, locate_json
 from reward_specs.scorer import (
     DomainConfig,
     Example,
@@ -54,9 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-VALIDATED_TASKS = frozenset({"boxnet", "graph_color"})
-"""Tasks judged by our own validators rather than the task's `score_answer`."""
 
 
 class PuzzleConfig(DomainConfig):
@@ -147,7 +146,7 @@ def _resolve(reference: PuzzleReference) -> tuple[str, dict[str, Any], Any, Entr
         by_value = entry
 
         def key() -> str:
-            return json.dumps(by_value, sort_keys=True, default=str)
+            return canonical_text(by_value, default=str)
 
     elif reference.seed is not None and reference.index is not None:
         seed, index = reference.seed, reference.index
@@ -244,6 +243,15 @@ def _boxnet(
     )
 
 
+Validator = Callable[[str, dict[str, Any], PuzzleConfig, dict[str, Any]], Judgement]
+"""(answer, entry, config, details so far) -> the verdict of one of our own validators."""
+
+_VALIDATORS: dict[str, Validator] = {"boxnet": _boxnet, "graph_color": _graph_color}
+
+VALIDATED_TASKS = frozenset(_VALIDATORS)
+"""Tasks judged by our own validators rather than the task's `score_answer`."""
+
+
 # ---------------------------------------------------------------- the scorer
 
 
@@ -312,8 +320,8 @@ def puzzle_answer_key(response: str, config: PuzzleConfig) -> str | None:
 
 
 def puzzle_workload(reference: Mapping[str, Any]) -> str | None:
-    """The task: what a puzzle costs to score depends on it (sympy-backed tasks take milliseconds,
-    most others microseconds)."""
+    """The task: what a puzzle costs to score depends on it (sympy-backed tasks cost far more than
+    most others)."""
     task = reference.get("task")
     return task if isinstance(task, str) else None
 
@@ -325,12 +333,11 @@ def _score_answer(
     if answer is None:
         return Judgement.unparsed("no_answer", task=task)
     if len(answer) > config.max_answer_chars:
-        return Judgement(0.0, False, True, {"task": task, "reason": "answer_too_long"})
+        return Judgement.zero("answer_too_long", task=task)
     details: dict[str, Any] = {"task": task, "source": source, "extracted": answer[:2000]}
-    if task == "graph_color":
-        return _graph_color(answer, entry, config, details)
-    if task == "boxnet":
-        return _boxnet(answer, entry, config, details)
+    validator = _VALIDATORS.get(task)
+    if validator is not None:
+        return validator(answer, entry, config, details)
     return _library_score(task, answer, entry, dataset, key, details)
 
 

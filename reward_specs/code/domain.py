@@ -1,0 +1,255 @@
+"""Code: run the response's program against the item's tests in a sandbox; score = passed / total.
+
+Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinned by the spec:
+
+- The program is the last fenced block of the item's language, else the last bare fence, else
+  the whole response (`reward_specs.code.extract`); no code at all is parsed=false.
+- A Python syntax error scores 0 without running anything: the code is checked OUTSIDE the
+  sandbox with `compile()`, which parses and compiles to byte code but never executes it (the
+  sandbox runs the same CPython minor version). A C++ program is compiled INSIDE the sandbox
+  under the same memory limits and `build_cpu_s`; a compile error scores 0.
+- All tests of one response share `budget_s` CPU seconds; using more (or hitting the wall-clock
+  backstop `wall_cap_s`) scores 0 whatever passed before. Otherwise score = passed / total and
+  success = all passed; `details.tests` has one entry per test with its status (passed,
+  wrong_answer, runtime_error, timeout, memory, output_limit), CPU time and a short diff.
+- Test formats. `stdio` (Python, C++): one sandboxed execution per test, stdout compared as in
+  `reward_specs.code.stdio`. `fn_name` + `cases` and `asserts` in Python: one execution of the
+  trusted harness `sandboxes/runners/py_harness.py`, which loads the solution, then runs the
+  tests in order in the same process, as a test file would; a test that ends its process
+  (`os._exit`, a signal, a crash) fails alone, and a fresh run of the harness (the solution
+  loaded anew) carries on with the next one, within what is left of the same budget and
+  backstop. `fn_name` in C++: the solution is
+  compiled with `sandboxes/runners/cpp_harness.hpp` (a free function, or a method of a class
+  `Solution` when the code defines one) and each case is one execution. In every case only
+  values leave the sandbox and the verdict is computed here, so expected values never enter it
+  (`reward_specs.code.asserts`, `reward_specs.code.values`). `asserts` are Python only.
+- A failure of the sandbox machinery (`SandboxError`) propagates: the engine reports
+  `infra_error`, never a wrong answer. So does a missing sandbox (`ctx.sandbox is None`).
+- Identical (code, tests, config, backend) are run once: a bounded LRU with de-duplication of
+  work in flight (`reward_specs.code.cache`).
+
+The scorer only waits on the sandbox, holds no per-call state outside the locked cache, and is
+safe to call from many threads (`executor="thread"`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from reward_specs.canonical import canonical_text
+from reward_specs.code.cache import SingleFlightCache
+from reward_specs.code.extract import Language, extract_code
+from reward_specs.code.harness import judge_cpp_fn, run_python_tests
+from reward_specs.code.reference import (
+    AssertTests,
+    CodeConfig,
+    CodeReference,
+    FnTests,
+    StdioTests,
+    count_tests,
+)
+from reward_specs.code.requests import cpp_fn_request, stdio_request
+from reward_specs.code.results import TestResult, tail
+from reward_specs.code.stdio import judge_stdio
+from reward_specs.scorer import Example, InvalidReference, Judgement, ScoreContext, Scorer
+from sandboxes.api import ExecutionResult, SandboxBackend, SandboxError, SandboxUnavailable
+
+__all__ = ["SCORER", "CodeConfig", "CodeReference", "clear_cache", "score_code"]
+
+CACHE_SIZE = 8192
+"""Verdicts kept per scorer process (a few KB each)."""
+
+
+def _syntax_error(code: str) -> dict[str, Any] | None:
+    """Compile without executing; the error as details, or None when the code compiles."""
+    try:
+        compile(code, "solution.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:  # IndentationError and TabError included
+        return {"error": f"{type(exc).__name__}: {exc.msg}", "line": exc.lineno}
+    except (ValueError, MemoryError, RecursionError) as exc:  # NUL bytes, absurd nesting
+        return {"error": f"{type(exc).__name__}: {exc}"[:200], "line": None}
+    return None
+
+
+_COULD_NOT_START = b"sandbox: could not start the program"
+"""What the supervisor appends when exec itself failed (g++ missing from the image, say)."""
+
+
+def _run_and_judge(
+    code: str, reference: CodeReference, config: CodeConfig, sandbox: SandboxBackend
+) -> Judgement:
+    language, tests = reference.language, reference.tests
+    source = code.encode("utf-8", "surrogateescape")
+    results: list[TestResult] | Judgement
+    executions: Sequence[ExecutionResult]
+    if isinstance(tests, StdioTests) or (isinstance(tests, FnTests) and language == "cpp"):
+        results, executions = _run_programs(source, language, tests, config, sandbox)
+    else:
+        results, executions = run_python_tests(source, tests, config, sandbox)
+    if isinstance(results, Judgement):
+        return results
+
+    cpu_s = sum(e.cpu_s for e in executions)
+    passed = sum(r.status == "passed" for r in results)
+    over_budget = cpu_s > config.budget_s or any(
+        e.status in ("timeout", "skipped") for e in executions
+    )
+    details: dict[str, Any] = {
+        "passed": passed,
+        "total": len(results),
+        "cpu_s": round(cpu_s, 4),
+        "tests": [r.as_dict() for r in results],
+    }
+    if over_budget:
+        return Judgement.zero("budget_exceeded", **details)
+    return Judgement(
+        score=passed / len(results), success=passed == len(results), parsed=True, details=details
+    )
+
+
+def _run_programs(
+    source: bytes,
+    language: Language,
+    tests: StdioTests | FnTests,
+    config: CodeConfig,
+    sandbox: SandboxBackend,
+) -> tuple[list[TestResult] | Judgement, Sequence[ExecutionResult]]:
+    """stdio tests (Python, C++) and C++ fn_name: one execution per test, in one request; a
+    compile error is the response's Judgement."""
+    if isinstance(tests, StdioTests):
+        request = stdio_request(source, language, tests, config)
+    else:
+        request = cpp_fn_request(source, tests, config)
+    run = sandbox.run(request)
+    if (
+        run.build is not None
+        and run.build.exit_code == 127
+        and _COULD_NOT_START in run.build.stderr
+    ):
+        raise SandboxError(f"the sandbox has no working compiler: {tail(run.build.stderr, 300)}")
+    if run.build is not None and run.build.status != "ok":
+        return Judgement.zero(
+            "compile_error",
+            status=run.build.status,
+            error=tail(run.build.stderr or run.build.stdout, 4 * config.diff_chars),
+        ), run.executions
+    if len(run.executions) != len(request.executions):
+        raise RuntimeError(
+            f"sandbox {sandbox.name!r} returned {len(run.executions)} results "
+            f"for {len(request.executions)} executions"
+        )
+    if isinstance(tests, StdioTests):
+        return judge_stdio(run, tests, config), run.executions
+    return judge_cpp_fn(run, tests, config), run.executions
+
+
+_CACHE: SingleFlightCache[Judgement] = SingleFlightCache(CACHE_SIZE)
+
+
+def clear_cache() -> None:
+    """Forget cached verdicts (tests, or after replacing a sandbox image)."""
+    _CACHE.clear()
+
+
+def _cache_key(code: str, reference: CodeReference, config: CodeConfig, backend: str) -> str:
+    payload = canonical_text(
+        [
+            backend,
+            reference.language,
+            code,
+            reference.tests.model_dump(mode="json"),
+            config.model_dump(mode="json"),
+        ]
+    )
+    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
+
+
+def score_code(
+    response: str, reference: CodeReference, config: CodeConfig, ctx: ScoreContext
+) -> Judgement:
+    sandbox: SandboxBackend | None = ctx.sandbox
+    if sandbox is None:
+        raise SandboxUnavailable(
+            "the code domain needs a sandbox backend and none is configured (ctx.sandbox is None)"
+        )
+    n_tests = count_tests(reference.tests)
+    if n_tests > config.max_tests:
+        raise InvalidReference(
+            f"{n_tests} tests, more than the spec's max_tests={config.max_tests}", "too_many_tests"
+        )
+    if reference.language == "cpp" and isinstance(reference.tests, AssertTests):
+        raise InvalidReference(
+            "asserts tests are Python only (use stdio or fn_name for C++)", "unsupported_tests"
+        )
+
+    code, source = extract_code(response, reference.language)
+    if code is None:
+        return Judgement.unparsed("no_code", source=source)
+    info: dict[str, Any] = {"language": reference.language, "source": source}
+    if len(code.encode("utf-8", "surrogatepass")) > config.max_code_bytes:
+        return Judgement.zero("code_too_long", **info)
+    if reference.language == "python":
+        error = _syntax_error(code)
+        if error is not None:
+            return Judgement.zero("syntax_error", **info, **error)
+
+    key = _cache_key(code, reference, config, sandbox.name)
+    judgement = _CACHE.get_or_compute(key, lambda: _run_and_judge(code, reference, config, sandbox))
+    return Judgement(
+        score=judgement.score,
+        success=judgement.success,
+        parsed=judgement.parsed,
+        details={**info, **judgement.details},
+    )
+
+
+# ----------------------------------------------------------------- examples and registration
+
+_PY_SUM = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+_PY_FN = "Here it is:\n```python\ndef add(a, b):\n    return a + b\n```"
+_CPP_SUM = (
+    "```cpp\n#include <iostream>\nint main() { long long a, b; std::cin >> a >> b; "
+    "std::cout << a + b << std::endl; }\n```"
+)
+
+
+def _examples() -> list[Example]:
+    stdio = {"stdio": [{"input": "1 2\n", "output": "3\n"}, {"input": "-5 5", "output": "0"}]}
+    return [
+        Example({"language": "python", "tests": stdio}, _PY_SUM),
+        Example(
+            {
+                "language": "python",
+                "tests": {
+                    "fn_name": "add",
+                    "cases": [{"args": [1, 2], "expected": 3}, {"args": [0.5, 1], "expected": 1.5}],
+                },
+            },
+            _PY_FN,
+        ),
+        Example(
+            {
+                "language": "python",
+                "tests": {"asserts": ["assert add(2, 2) == 4", "assert add(-1, 1) == 0"]},
+            },
+            _PY_FN,
+        ),
+        Example({"language": "cpp", "tests": stdio}, _CPP_SUM),
+    ]
+
+
+SCORER: Scorer[CodeReference, CodeConfig] = Scorer(
+    domain="code",
+    config_type=CodeConfig,
+    reference_type=CodeReference,
+    score=score_code,
+    examples=_examples,
+    executor="thread",
+    libraries=(),
+    description=(
+        "Program run against stdio, fn_name or assert tests in a sandbox; passed / total, "
+        "0 on a syntax or compile error or past the CPU budget."
+    ),
+)

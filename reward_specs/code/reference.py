@@ -1,0 +1,156 @@
+"""What a code item's reference and the code spec look like: `CodeConfig`, and `CodeReference`
+with its three shapes of tests (stdio, fn_name + cases, asserts)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
+
+from reward_specs.code.asserts import parse_assert
+from reward_specs.code.extract import Language
+from reward_specs.scorer import DomainConfig, ReferenceModel
+
+__all__ = [
+    "AssertTests",
+    "CodeConfig",
+    "CodeReference",
+    "FnCase",
+    "FnTests",
+    "StdioTest",
+    "StdioTests",
+    "Tests",
+    "count_tests",
+]
+
+
+class CodeConfig(DomainConfig):
+    budget_s: float = Field(5.0, gt=0, le=600)
+    """CPU seconds (user + system, every process the program starts) shared by ALL tests of one
+    response, including interpreter start-up and the test harness, excluding C++ compilation.
+    A response that needs more scores 0, whatever it passed before the budget ran out."""
+    wall_cap_s: float = Field(10.0, gt=0, le=1200)
+    """Wall-clock backstop over all tests of one response, for programs that sleep or block
+    instead of computing; hitting it counts as exceeding the budget (score 0). It is a backstop
+    only: keep it well above `budget_s` so that machine load cannot change a verdict."""
+    build_cpu_s: float = Field(10.0, gt=0, le=600)
+    """CPU seconds for compiling a C++ program; more is a compile error (score 0)."""
+    memory_mb: int = Field(512, ge=32, le=65536)
+    """Memory of the program (and of the compiler); exceeding it fails the test as `memory`."""
+    output_limit_bytes: int = Field(1 << 20, ge=1024)
+    """stdout + stderr of one execution: one stdio test, or the harness run of all fn_name or
+    asserts tests; more is cut off and the tests not yet finished fail as `output_limit`."""
+    max_processes: int = Field(64, ge=1, le=4096)
+    """Processes and threads the program may have at once (fork bombs fail, not the host)."""
+    max_value_bytes: int = Field(64 * 1024, ge=256)
+    """Serialised size of one fn_name return value, or of one assert's probed values; more fails
+    that test as `output_limit`."""
+    float_rel_tol: float = Field(1e-6, ge=0)
+    """Relative tolerance when a stdio token or an fn_name value involves a float; two integers
+    are compared exactly. asserts follow Python's own `==` (exact)."""
+    float_abs_tol: float = Field(1e-6, ge=0)
+    """Absolute tolerance, as above: |a - b| <= max(abs_tol, rel_tol * max(|a|, |b|))."""
+    max_tests: int = Field(100, ge=1, le=10000)
+    """An item with more tests than this is invalid (not silently truncated)."""
+    max_code_bytes: int = Field(256 * 1024, ge=1024)
+    """A longer program scores 0 without running (reason `code_too_long`)."""
+    cpp_flags: tuple[str, ...] = ("-std=c++17", "-O2", "-pipe")
+    """g++ flags; the program is compiled as `g++ <flags> -o main main.cpp`."""
+    diff_chars: int = Field(120, ge=16, le=10000)
+    """Length of the expected/got excerpts in `details.tests[].diff`."""
+
+    @model_validator(mode="after")
+    def _backstop_above_budget(self) -> CodeConfig:
+        if self.wall_cap_s < self.budget_s:
+            raise ValueError("wall_cap_s must be at least budget_s (it is only a backstop)")
+        return self
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+
+
+class StdioTest(_Strict):
+    input: str = ""
+    output: str
+
+
+class StdioTests(_Strict):
+    stdio: list[StdioTest] = Field(..., min_length=1)
+
+
+class FnCase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    args: list[Any]
+    expected: Any
+
+
+class FnTests(_Strict):
+    fn_name: str = Field(..., pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    cases: list[FnCase] = Field(..., min_length=1)
+
+
+class AssertTests(_Strict):
+    asserts: list[str] = Field(..., min_length=1)
+    setup: str = ""
+
+    @field_validator("asserts")
+    @classmethod
+    def _each_one_assert(cls, asserts: list[str]) -> list[str]:
+        for i, source in enumerate(asserts):
+            try:
+                parse_assert(source)
+            except ValueError as exc:
+                raise ValueError(f"asserts[{i}]: {exc}") from None
+        return asserts
+
+
+def _tests_shape(value: Any) -> str | None:
+    """Which shape of `tests` a value means, by its one identifying key, so that a mistake is
+    reported against that shape alone (`tests.asserts: must be a list of strings`), not against
+    every alternative."""
+    if isinstance(value, dict):
+        return next((key for key in ("stdio", "fn_name", "asserts") if key in value), None)
+    if isinstance(value, StdioTests | FnTests | AssertTests):
+        return {StdioTests: "stdio", FnTests: "fn_name", AssertTests: "asserts"}[type(value)]
+    return None
+
+
+TestsShape = Annotated[
+    Annotated[StdioTests, Tag("stdio")]
+    | Annotated[FnTests, Tag("fn_name")]
+    | Annotated[AssertTests, Tag("asserts")],
+    Discriminator(
+        _tests_shape,
+        custom_error_type="tests_shape",
+        custom_error_message="`tests` must be an object with `stdio`, `fn_name` and `cases`, "
+        "or `asserts`",
+    ),
+]
+
+
+class CodeReference(ReferenceModel):
+    language: Language
+    tests: TestsShape
+
+
+Tests = StdioTests | FnTests | AssertTests
+
+
+def count_tests(tests: Tests) -> int:
+    match tests:
+        case StdioTests():
+            return len(tests.stdio)
+        case FnTests():
+            return len(tests.cases)
+        case AssertTests():
+            return len(tests.asserts)

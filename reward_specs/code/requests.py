@@ -1,0 +1,79 @@
+"""The sandbox requests of a code item: its files, executions and limits, by test shape."""
+
+from __future__ import annotations
+
+import json
+import marshal
+import re
+from typing import Any
+
+from reward_specs.code.extract import Language
+from reward_specs.code.reference import CodeConfig, FnTests, StdioTests
+from sandboxes.api import Execution, Limits, RunRequest
+from sandboxes.runners import CPP_HARNESS, PY_HARNESS, runner_source
+
+__all__ = ["cpp_fn_request", "harness_request", "sandbox_limits", "stdio_request"]
+
+
+def sandbox_limits(config: CodeConfig) -> Limits:
+    return Limits(
+        cpu_budget_s=config.budget_s,
+        wall_cap_s=config.wall_cap_s,
+        build_cpu_s=config.build_cpu_s,
+        memory_bytes=config.memory_mb * 1024 * 1024,
+        output_bytes=config.output_limit_bytes,
+        max_processes=config.max_processes,
+    )
+
+
+def stdio_request(
+    code: bytes, language: Language, tests: StdioTests, config: CodeConfig
+) -> RunRequest:
+    stdins = [t.input.encode("utf-8", "surrogateescape") for t in tests.stdio]
+    if language == "python":
+        argv: tuple[str, ...] = ("python3", "-I", "solution.py")
+        return RunRequest(
+            files={"solution.py": code},
+            executions=[Execution(argv, stdin) for stdin in stdins],
+            limits=sandbox_limits(config),
+        )
+    return RunRequest(
+        files={"main.cpp": code},
+        build=Execution(("g++", *config.cpp_flags, "-o", "main", "main.cpp")),
+        executions=[Execution(("./main",), stdin) for stdin in stdins],
+        limits=sandbox_limits(config),
+    )
+
+
+_SOLUTION_CLASS = re.compile(rb"\b(class|struct)\s+Solution\b")
+
+
+def cpp_fn_request(code: bytes, tests: FnTests, config: CodeConfig) -> RunRequest:
+    """The solution compiled with the C++ harness; one execution per case, arguments on stdin."""
+    target = f"&Solution::{tests.fn_name}" if _SOLUTION_CLASS.search(code) else f"&{tests.fn_name}"
+    main = (
+        f'#include "{CPP_HARNESS}"\n#line 1 "main.cpp"\n'.encode()
+        + code
+        + f"\nsigned main() {{ return proctor::run({target}); }}\n".encode()
+    )
+    return RunRequest(
+        files={"main.cpp": main},
+        shared_files={CPP_HARNESS: runner_source(CPP_HARNESS)},
+        build=Execution(("g++", *config.cpp_flags, "-o", "main", "main.cpp")),
+        executions=[Execution(("./main",), json.dumps(case.args).encode()) for case in tests.cases],
+        limits=sandbox_limits(config),
+    )
+
+
+def harness_request(
+    code: bytes, job: dict[str, Any], config: CodeConfig, limits: Limits
+) -> RunRequest:
+    job = {**job, "solution": "solution.py", "max_value_bytes": config.max_value_bytes}
+    return RunRequest(
+        files={"solution.py": code, "job.marshal": marshal.dumps(job)},
+        # The same bytes object every time (cached): a backend sends it to a sandbox once, and
+        # the supervisor compiles it once.
+        shared_files={PY_HARNESS: runner_source(PY_HARNESS)},
+        executions=[Execution(("python3", "-I", PY_HARNESS, "job.marshal"))],
+        limits=limits,
+    )

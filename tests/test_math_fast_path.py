@@ -96,6 +96,8 @@ def pairs(draw: st.DrawFn) -> tuple[str, str]:
 @example(("0.5", ".5"))
 @example(("999999999999999", "999999999999998"))
 @example(("1234567890123456", "1234567890123457"))
+@example(("10000000000000.1", "10000000000000.10"))  # equal, yet not to math-verify
+@example(("-10000000000.01", "-10000000000.01000"))
 def test_fast_path_agrees_with_math_verify(pair: tuple[str, str]) -> None:
     check(*pair)
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
 
 from service.routes.openrlhf import label_item, split_response
@@ -137,3 +138,13 @@ def test_label_conventions() -> None:
     assert label_item(json.dumps(code), "math") == ("code", code["reference"])
     with pytest.raises(ValueError, match="reference"):
         label_item({"answer": "3"}, "math")
+
+
+def test_an_empty_domain_in_the_url_is_a_422_naming_it(server: Server) -> None:
+    reply = httpx.post(
+        server.url + "/v1/openrlhf?domain=",
+        json={"query": ["q"], "prompts": ["q"], "labels": ["2"]},
+        timeout=60,
+    )
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["detail"][0]["loc"] == ["query", "domain"]

@@ -104,14 +104,24 @@ _PLAIN_NUMBER = re.compile(r"^[+-]?(\d+(\.\d+)?|\.\d+)$")
 _PLAIN_INTEGER = re.compile(r"^[+-]?\d+$")
 
 
+_EXACT_DIGITS = 12
+"""Equal decimals of more digits can be unequal to math-verify, whose floats carry the
+precision the text gives (`10000000000000.1` against `10000000000000.10`): those go to it."""
+
+
+def _digits(number: str) -> int:
+    return sum(c.isdigit() for c in number)
+
+
 def _fast_verdict(gold: str, answer: str) -> bool | None:
     g, a = gold.strip(), answer.strip()
     if not (_PLAIN_NUMBER.match(g) and _PLAIN_NUMBER.match(a)):
         return None
-    if Fraction(g) == Fraction(a):
+    integers = bool(_PLAIN_INTEGER.match(g) and _PLAIN_INTEGER.match(a))
+    if integers and max(len(g), len(a)) <= 15:
+        return Fraction(g) == Fraction(a)
+    if Fraction(g) == Fraction(a) and max(_digits(g), _digits(a)) <= _EXACT_DIGITS:
         return True
-    if _PLAIN_INTEGER.match(g) and _PLAIN_INTEGER.match(a) and max(len(g), len(a)) <= 15:
-        return False
     return None
 
 

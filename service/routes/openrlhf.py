@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from service.deps import StateDep, field_error
@@ -142,7 +142,7 @@ def _judged(value: float | None) -> float:
 async def openrlhf(
     body: OpenRLHFRequest,
     state: StateDep,
-    domain: str = "math",
+    domain: Annotated[str, Query(min_length=1, max_length=64)] = "math",
     spec: str | None = None,
 ) -> OpenRLHFResponse:
     chosen = state.specs.get(spec or state.settings.default_spec)

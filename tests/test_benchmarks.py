@@ -64,3 +64,12 @@ def test_short_code_benchmark_agrees_with_its_baselines() -> None:
     finally:
         client.close()
     _run("code_throughput.py")
+
+
+@pytest.mark.redis
+def test_short_scale_out_benchmark_agrees_across_modes() -> None:
+    # the embedded default, one queue worker and two give the same verdicts (real redis-server)
+    from tests.redis_fixtures import redis_binary
+
+    redis_binary()  # skipped without one, failed in CI
+    _run("scale_out.py")

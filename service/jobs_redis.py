@@ -108,8 +108,6 @@ class RedisJobStore:
     def _run_here(self, job: Job, runner: Runner) -> None:
         self._local[job.id] = job
         job.task = asyncio.create_task(self._run(job, runner), name=f"job-{job.id}")
-        if self._monitor is None:
-            self._monitor = asyncio.create_task(self._take_over_loop(), name="job-takeover")
 
     async def _run(self, job: Job, runner: Runner) -> None:
         job.status = "running"
@@ -132,20 +130,19 @@ class RedisJobStore:
             beat.cancel()
             self._local.pop(job.id, None)
 
+    def _refresh(self, job: Job) -> Any:
+        """Write the job's progress and renew its lease; the client's cancel flag, if set."""
+        pipe = self.client.pipeline()
+        pipe.hset(_job_key(job.id), mapping={"status": "running", "done": job.completed})
+        pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
+        pipe.hget(_job_key(job.id), "cancel")
+        return pipe.execute()[-1]
+
     async def _beat(self, job: Job) -> None:
         """Progress and the lease, every `REFRESH_S`; a client's cancel flag stops the job."""
-        key = _job_key(job.id)
         while True:
-
-            def refresh() -> Any:
-                pipe = self.client.pipeline()
-                pipe.hset(key, mapping={"status": "running", "done": job.completed})
-                pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
-                pipe.hget(key, "cancel")
-                return pipe.execute()[-1]
-
             try:
-                if await asyncio.to_thread(refresh) and job.task is not None:
+                if await asyncio.to_thread(self._refresh, job) and job.task is not None:
                     job.status = "cancelled"
                     job.error = _CANCELLED
                     job.task.cancel()

@@ -126,8 +126,10 @@ class Settings(BaseSettings):
     Checked at admission: replicas admitting at the same moment may pass it by a batch each."""
     queue_chunk_size: int = Field(0, ge=0, le=4096)
     """Queue mode: items per RQ job; 0 picks one from the batch size and the live workers."""
-    worker_concurrency: int = Field(4, ge=1, le=256)
-    """`proctor worker`: chunks one worker takes at a time (each spread over all its processes)."""
+    worker_concurrency: int = Field(2, ge=1, le=256)
+    """`proctor worker`: chunks one worker takes at a time (each spread over all its processes).
+    Two let the next chunk start while one's last items finish; more leave a worker holding
+    chunks that an idle worker could take at a batch's end (benchmarks/README.md, scale_out)."""
 
     sandbox: SandboxSettings = SandboxSettings()
 

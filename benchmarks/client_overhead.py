@@ -5,7 +5,11 @@ against TRL's in-process math-verify reward, in one run.
       (a) one `POST /v1/score` of all items through `http.client`, JSON encoding and decoding
           included; (b) `ProctorClient.score()` with its defaults (chunks of 4,096, four at once,
           typed results). Rounds alternate a, b after a warm-up of each, so the server's verdict
-          memo is equally warm for both; medians. Target: (b) within 5% of (a).
+          memo is equally warm for both; medians. Target: (b) within 5% of (a). Each call starts
+          from a settled collector (`gc.collect()` first, untimed): a full collection walks the
+          whole heap of the caller, which here is small enough for one every few calls (a
+          trainer's is not); the same rounds with the collector's state carried over, and how
+          many collections each call set off, are printed beside.
   (2) one GRPO step of 256 prompts x 16 completions, as TRL calls its rewards: (c) Proctor's
       async reward function awaited on TRL's reward event loop (`trl.trainer.utils`), (d)
       `trl.rewards.accuracy_reward`, math-verify in the trainer's own thread, which is what TRL
@@ -18,6 +22,7 @@ PROCTOR_SHORT=1): 512 items and a 32 x 16 step, one round.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -35,6 +40,23 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "clients"))
 
 from proctor_client import ProctorClient
 from proctor_client.trl import reward_func
+
+
+class Collections:
+    """Counts the collector's passes per generation while a call runs (`gc.callbacks`)."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.counts[info["generation"]] += 1
+
+    def reset(self, settle: bool) -> None:
+        if settle:
+            gc.collect()
+        self.counts = [0, 0, 0]
 
 
 def direct(url: str, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
@@ -128,15 +150,21 @@ def main() -> int:
     ]
     golds, completions = grpo_step(groups, 16)
     failures = 0
+    collections = Collections()
+    times: dict[tuple[bool, str], list[float]] = {}
+    full_passes: dict[tuple[bool, str], int] = {}
     with proctor_server() as url, ProctorClient(url) as client:
         reference, _ = direct(url, items)
         through_sdk(client, items)
-        direct_s, sdk_s = [], []
-        for _ in range(rounds):
+        for settle in (True,) * rounds + (False,) * rounds:
+            collections.reset(settle)
             results_a, took = direct(url, items)
-            direct_s.append(took)
+            times.setdefault((settle, "a"), []).append(took)
+            full_passes[settle, "a"] = full_passes.get((settle, "a"), 0) + collections.counts[2]
+            collections.reset(settle)
             results_b, took = through_sdk(client, items)
-            sdk_s.append(took)
+            times.setdefault((settle, "b"), []).append(took)
+            full_passes[settle, "b"] = full_passes.get((settle, "b"), 0) + collections.counts[2]
             keep = ("status", "reward", "score", "success", "parsed", "penalties", "details")
             plain_b = [r.model_dump(include=set(keep)) for r in results_b]
             plain_a = [{k: r[k] for k in keep} for r in results_a]
@@ -148,11 +176,17 @@ def main() -> int:
         rewards_c, step_c = trl_async_call(url, golds, completions)
 
     rewards_d, step_d = trl_in_process(golds, completions)
-    a, b = statistics.median(direct_s), statistics.median(sdk_s)
-    print(f"(1) {n} math items, median of {rounds} rounds")
+    a, b = statistics.median(times[True, "a"]), statistics.median(times[True, "b"])
+    print(f"(1) {n} math items, median of {rounds} rounds, each call from a settled collector")
     print(f"(a) one POST /v1/score (http.client):  {n / a:8.1f} items/s  ({a * 1000:.0f} ms)")
     print(f"(b) ProctorClient.score():             {n / b:8.1f} items/s  ({b * 1000:.0f} ms)")
     print(f"SDK overhead (b)/(a) - 1: {100 * (b / a - 1):+.1f}% (target under 5%)")
+    carried_a, carried_b = (statistics.median(times[False, m]) for m in "ab")
+    print(
+        f"collector carried over: (a) {carried_a * 1000:.0f} ms, (b) {carried_b * 1000:.0f} ms, "
+        f"{100 * (carried_b / carried_a - 1):+.1f}%; full collections in {rounds} calls: "
+        f"(a) {full_passes[False, 'a']}, (b) {full_passes[False, 'b']}"
+    )
     skipped = sum(r is None for r in rewards_d)
     differ = sum(c != d for c, d in zip(rewards_c, rewards_d, strict=True) if d is not None)
     print(f"(2) TRL reward call, one {groups} x 16 step ({len(completions)} completions)")

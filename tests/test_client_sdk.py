@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -191,6 +192,21 @@ def test_the_async_client_in_process_over_asgi(server: Server) -> None:
 def test_a_malformed_item_fails_before_sending() -> None:
     with ProctorClient("http://127.0.0.1:9") as client, pytest.raises(ValueError, match="refrence"):
         client.score([{"domain": "math", "response": "1", "refrence": {"answer": "1"}}])
+
+
+def test_a_reference_dict_is_sent_as_it_is_and_a_mapping_as_a_copy() -> None:
+    gold = {"answer": "1"}
+    proxy = MappingProxyType({"answer": "2"})
+    sent = as_wire_items(
+        [
+            {"domain": "math", "response": "1", "reference": gold},
+            {"domain": "math", "response": "2", "reference": proxy},
+        ]
+    )
+    assert sent[0]["reference"] is gold
+    assert type(sent[1]["reference"]) is dict and sent[1]["reference"] == {"answer": "2"}
+    with pytest.raises(ValueError, match=r"0\.reference\n  Input should be a valid dictionary"):
+        as_wire_items([{"domain": "math", "response": "1", "reference": "1"}])
 
 
 async def _score_and_close(

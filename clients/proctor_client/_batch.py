@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired
 
 import pydantic_core
-from pydantic import ConfigDict, Field, TypeAdapter
+from pydantic import ConfigDict, Field, TypeAdapter, ValidatorFunctionWrapHandler, WrapValidator
 from typing_extensions import TypedDict
 
 from proctor_client._models import ErrorInfo, FinishReason, ScoreItem, ScoreResult
@@ -20,6 +20,15 @@ from proctor_client._models import ErrorInfo, FinishReason, ScoreItem, ScoreResu
 __all__ = ["Chunk", "ItemLike", "as_wire_items", "chunk_items", "failed", "request_body"]
 
 ItemLike = ScoreItem | Mapping[str, Any]
+
+
+def _dict_as_is(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    return value if type(value) is dict else handler(value)
+
+
+_Reference = Annotated[dict[str, Any], WrapValidator(_dict_as_is)]
+"""A dict passes as it is (a copy per item would be one more object for the collector, for
+nothing: the server validates what is inside); another mapping is copied into one."""
 
 
 class _WireItem(TypedDict):
@@ -30,7 +39,7 @@ class _WireItem(TypedDict):
     id: NotRequired[str | None]
     domain: str
     response: str
-    reference: NotRequired[dict[str, Any] | None]
+    reference: NotRequired[_Reference | None]
     finish_reason: NotRequired[FinishReason | None]
     response_tokens: NotRequired[Annotated[int, Field(ge=0)] | None]
     max_response_tokens: NotRequired[Annotated[int, Field(gt=0)] | None]

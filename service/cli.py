@@ -14,7 +14,6 @@ from typing import IO, Any, BinaryIO
 import uvicorn
 from fastapi.exceptions import RequestValidationError
 from tqdm import tqdm
-from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
 
 from reward_specs import Spec
 from service.auth import ExposureError, check_exposure, redact_access_log
@@ -45,27 +44,6 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     return Settings(**values)
 
 
-BODY_BUFFER_BYTES = 4 << 20
-"""How much of a request body uvicorn may read ahead of the app (see `widen_body_buffer`)."""
-
-
-def widen_body_buffer(limit: int = BODY_BUFFER_BYTES) -> None:
-    """Let uvicorn read up to `limit` bytes of a request body before waiting for the app.
-
-    uvicorn stops reading a connection whenever 64 KiB of body are waiting for the app and resumes
-    once the app has taken them: a 12 MB batch costs ~190 such round trips through the event loop,
-    ~6 ms of the ~20 ms its body took to arrive here. The limit is a module constant of uvicorn's
-    HTTP protocols, read at each use, with no setting; where a protocol module does not have it
-    (another uvicorn version), nothing changes. A connection may then hold `limit` bytes the app
-    has not consumed yet, which `max_request_bytes` already bounds from above."""
-    for module in (flow_control, h11_impl, httptools_impl):
-        current = getattr(module, "HIGH_WATER_LIMIT", None)
-        if isinstance(current, int):
-            setattr(module, "HIGH_WATER_LIMIT", max(current, limit))  # noqa: B010 - not typed
-        else:
-            log.debug("%s has no HIGH_WATER_LIMIT; its read-ahead stays as it is", module.__name__)
-
-
 def _serve(args: argparse.Namespace) -> int:
     settings = _settings(
         args, host=args.host, port=args.port, insecure_no_auth=args.insecure_no_auth or None
@@ -77,7 +55,6 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     configure_logging(args.log_level, settings.log_format)
     app = create_app(settings)
-    widen_body_buffer()
     redact_access_log()
     uvicorn.run(
         app,

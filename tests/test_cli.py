@@ -7,11 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from uvicorn.protocols.http import flow_control, h11_impl, httptools_impl
-
-from service.cli import widen_body_buffer
-
 PROCTOR = [sys.executable, "-m", "service.cli"]
 
 
@@ -79,18 +74,6 @@ def test_specs_lists_every_shipped_spec_with_its_hash() -> None:
     assert any("prorl-v1-careful-eval" in line for line in lines)
     assert any("prorl-v1-termination" in line for line in lines)
     assert any("dapo-overlong" in line for line in lines)
-
-
-def test_serve_lets_uvicorn_read_a_body_ahead_in_large_pieces(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for module in (flow_control, h11_impl, httptools_impl):
-        monkeypatch.setattr(module, "HIGH_WATER_LIMIT", 65536)  # uvicorn's default, restored after
-    widen_body_buffer(8 << 20)
-    limits = {getattr(m, "HIGH_WATER_LIMIT") for m in (flow_control, h11_impl, httptools_impl)}  # noqa: B009
-    assert limits == {8 << 20}
-    widen_body_buffer(1024)  # never narrower than uvicorn's own
-    assert getattr(httptools_impl, "HIGH_WATER_LIMIT") == 8 << 20  # noqa: B009
 
 
 def test_score_reads_standard_input_and_names_line_and_column(tmp_path: Path) -> None:

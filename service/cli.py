@@ -54,7 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"proctor serve: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_level, settings.log_format)
-    app = create_app(settings)
+    app = create_app(settings, owns_process=True)
     redact_access_log()
     uvicorn.run(
         app,

@@ -179,9 +179,16 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
     return state
 
 
-def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    dispatcher: Dispatcher | None = None,
+    *,
+    owns_process: bool = False,
+) -> FastAPI:
     """The app for `settings`; `dispatcher` replaces the backend the settings would pick (the
-    seam a test, or an embedding program, uses)."""
+    seam a test, or an embedding program, uses). `owns_process` (`proctor serve`): once started,
+    tune the process's collector and allocator for it (`service.runtime`); an app embedded in
+    another program, or a test's, leaves the process as it found it."""
     settings = settings or Settings()
     state = build_state(settings, dispatcher)
 
@@ -189,7 +196,8 @@ def create_app(settings: Settings | None = None, dispatcher: Dispatcher | None =
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.dispatcher.start()
         state.jobs.resume()
-        settle_heap()
+        if owns_process:
+            settle_heap()
         try:
             yield
         finally:

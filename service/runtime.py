@@ -1,18 +1,14 @@
-"""Memory settings for long-lived processes that allocate in bursts.
+"""Memory settings for long-lived processes that allocate in bursts: the service's own ones
+(`proctor serve`, pool workers), never a program that merely builds the app.
 
-A 16 MB batch decodes into hundreds of thousands of containers, and each burst of allocation
+A large batch decodes into hundreds of thousands of containers, and each burst of allocation
 starts collections that walk every object alive in the process: sympy's caches, Reasoning Gym's
-datasets, the scorers' grammars. Measured here, that made decoding the same body take 0.03 s or
-0.4 s depending on when a full collection fell. Objects that live as long as the process are moved
-out of the collector's sight once they are loaded (`gc.freeze`), and young collections run less
-often. Cycles are still collected; this changes when, not whether.
-
-The C allocator gets the same treatment. glibc serves every block above 128 KB with a fresh `mmap`
-and hands it back to the kernel when freed, so each request body (read in 256 KB pieces, joined,
-copied) touches megabytes of new pages, and the page faults cost more than the copies: reading a
-12 MB body took ~25 ms that way and ~7 ms once freed blocks are kept for reuse. The price is that
-the process keeps the memory of its largest burst (about the largest request it has read, a few
-times over) instead of returning it; `_TRIM_BYTES` caps what stays unused.
+datasets, the scorers' grammars. Objects that live as long as the process are moved out of the
+collector's sight once they are loaded (`gc.freeze`), and young collections run less often.
+Cycles are still collected; this changes when, not whether. glibc is asked to keep freed large
+blocks for reuse instead of unmapping them, so each request body does not fault in fresh pages;
+the process then keeps the memory of its largest burst, up to `_TRIM_BYTES` unused. What each
+bought is in benchmarks/README.md ("Speed tricks").
 """
 
 from __future__ import annotations

@@ -29,12 +29,14 @@ stderr; results go to the original stdout, one line each:
                  "cpu_s": 0.001}
     \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "solution"|"setup"}
 
-No `json` or `typing` here: importing them would cost more CPU than the tests themselves, and
-every response's budget pays for the harness.
+No `typing` here: importing it would cost more CPU than the tests themselves, and every
+response's budget pays for the harness. `json` is already loaded where the harness usually runs
+(forked from the sandbox's supervisor, `fork_python`); an interpreter started afresh pays for it.
 """
 
 from __future__ import annotations
 
+import json
 import marshal
 import math
 import os
@@ -51,43 +53,17 @@ _MAX_DEPTH = 200
 _BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than a test)
 """Ints from 10**4000 up travel as hex: decimal conversion is capped and quadratic."""
 
-# No `json` here: importing it (and `re`) would cost more CPU than the interpreter's own start-up,
-# and every test's budget pays for the harness. Strings are written with non-ASCII characters
-# as UTF-8 and control characters, quotes, backslashes and lone surrogates escaped.
-_ESCAPES = {i: f"\\u{i:04x}" for i in range(32)}
-_ESCAPES[ord('"')] = '\\"'
-_ESCAPES[ord("\\")] = "\\\\"
 
-
-def _quote(text: str) -> str:
-    text = text.translate(_ESCAPES)
+def dumps(value: Any) -> str:
+    """JSON text of what `encode` returns (and of the harness's own messages): non-ASCII text as
+    UTF-8, or as ASCII escapes when it holds lone surrogates, which UTF-8 cannot carry."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     if not text.isascii():
         try:
             text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: escaped, as JSON allows
-            text = text.translate({i: f"\\u{i:04x}" for i in range(0xD800, 0xE000)})
-    return '"' + text + '"'
-
-
-def dumps(value: Any) -> str:
-    """JSON text of what `encode` returns (and of the harness's own messages)."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if type(value) is int:
-        return str(value)
-    if type(value) is float:
-        return repr(value)
-    if type(value) is str:
-        return _quote(value)
-    if type(value) is list:
-        return "[" + ",".join(dumps(v) for v in value) + "]"
-    if type(value) is dict:
-        return "{" + ",".join(dumps(k) + ":" + dumps(v) for k, v in value.items()) + "}"
-    raise TypeError(f"cannot write a {type(value).__name__}")
+        except UnicodeEncodeError:
+            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return text
 
 
 class Unserialisable(Exception):

@@ -3,9 +3,9 @@
 Each pool slot is one long-lived bubblewrap jail with its own network, PID, mount, IPC and UTS
 namespaces, a view of the host limited to /usr and a few files of /etc, private tmpfs /tmp,
 /var/tmp, /dev/shm and work directory, and a clean environment. The supervisor inside forks a
-child per step, so no namespace is created per request (that costs 100-200 ms). When the service
-runs as root, programs run as a uid leased to that jail alone: they cannot signal the supervisor,
-and RLIMIT_NPROC counts only their own processes.
+child per step, so no namespace is created per request (creating one costs far more than a
+run). When the service runs as root, programs run as a uid leased to that jail alone: they
+cannot signal the supervisor, and RLIMIT_NPROC counts only their own processes.
 """
 
 from __future__ import annotations

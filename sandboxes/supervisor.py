@@ -29,7 +29,7 @@ this sandbox).
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # signal.signal(): enum conversions, ~60 us a call in a child
+import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions cost a child
 import atexit
 import base64
 import builtins
@@ -516,8 +516,8 @@ def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _I
     """(flags, script, code, args, None) when `argv`, run in `workdir`, runs this very
     interpreter on a script or `-c`.
 
-    Such a step is run by the forked supervisor itself, with Python already initialised (about
-    1 ms instead of the 10-20 ms of a fresh interpreter). Anything else is exec'd."""
+    Such a step is run by the forked supervisor itself, with Python already initialised (a
+    fraction of a fresh interpreter's start-up). Anything else is exec'd."""
     exe = argv[0]
     if "/" in exe:
         found: str | None = os.path.join(workdir, exe)  # an absolute exe stays as it is

@@ -33,7 +33,6 @@ __all__ = [
     "ItemKey",
     "Outcome",
     "Status",
-    "item_key",
     "item_keyer",
     "reference_key",
     "score_item",
@@ -117,7 +116,7 @@ ItemKey = tuple[object, ...]
 
 
 class ItemFields(Protocol):
-    """What `item_key` reads of an item: an `Item`, or a request's item before one is built."""
+    """What `item_keyer` reads of an item: an `Item`, or a request's item before one is built."""
 
     @property
     def domain(self) -> str: ...
@@ -131,29 +130,20 @@ class ItemFields(Protocol):
     def max_response_tokens(self) -> int | None: ...
 
 
-def item_key(
-    spec: Spec,
-    item: ItemFields,
-    reference_json: bytes,
-    registry: Registry | None = None,
-) -> ItemKey:
-    """Equal keys score identically: everything `score_item` reads, as a hashable tuple (it holds
-    the response itself, not a digest: Python caches a string's hash, so keying costs no pass over
-    the text beyond the one that hashes it).
-
-    `reference_json` is `canonical_json` of the item's reference. With `registry`, a domain's
-    `Scorer.answer_key` stands in for the response text (together with the one thing the
-    termination treatments read from the text, the trailing loop), so responses that differ only
-    in their reasoning share a key. For many items, `item_keyer` gives the same keys faster.
-    """
-    return item_keyer(spec, registry)(item, reference_json)
-
-
 def item_keyer(
     spec: Spec, registry: Registry | None = None
 ) -> Callable[[ItemFields, bytes], ItemKey]:
-    """`item_key` under `spec` for a batch of items: each domain's scorer, config and key function
-    are looked up once, not once per item."""
+    """A key function for items scored under `spec`: equal keys score identically. A key is
+    everything `score_item` reads, as a hashable tuple (it holds the response itself, not a
+    digest: Python caches a string's hash, so keying costs no pass over the text beyond the one
+    that hashes it).
+
+    The function takes an item and `canonical_json` of its reference. With `registry`, a domain's
+    `Scorer.answer_key` stands in for the response text (together with the one thing the
+    termination treatments read from the text, the trailing loop), so responses that differ only
+    in their reasoning share a key. Each domain's scorer, config and key function are looked up
+    once per key function, not once per item.
+    """
     texts: dict[str, Callable[[str], object]] = {}
 
     def key(item: ItemFields, reference_json: bytes) -> ItemKey:

@@ -1,10 +1,11 @@
-"""What every backend shares: a pool of warm supervisors (the wire to them is `frames`).
+"""The one implementation of `SandboxBackend`: a pool of warm supervisors (their wire: `frames`).
 
-A backend only says how to start one sandbox (`Channel`): a bubblewrap jail, a plain process or a
-container. The pool keeps `size` of them warm, lends one per request, and replaces it in the
-background after `recycle_after` requests, after an error, an out-of-memory kill or a leftover
-process. Exactly one thread talks to a given supervisor at a time, and only the supervisor reaps
-the run's processes: the service never waits on a sandboxed child itself.
+Each backend subclasses `SupervisorPool` and only says how to start one sandbox (`_start`, which
+returns a `Channel`): a bubblewrap jail, a plain process or a container. The pool keeps `size` of
+them warm, lends one per request, and replaces it in the background after `recycle_after`
+requests, after an error, an out-of-memory kill or a leftover process. Exactly one thread talks to
+a given supervisor at a time, and only the supervisor reaps the run's processes: the service never
+waits on a sandboxed child itself.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -173,7 +174,7 @@ class _Waiter:
         self.error: SandboxError | None = None
 
 
-class SupervisorPool:
+class SupervisorPool(ABC):
     """`size` warm supervisors; `run()` is thread-safe and blocks until one is free.
 
     Requests are served in arrival order: a supervisor coming back goes straight to the longest
@@ -181,24 +182,18 @@ class SupervisorPool:
     others: seconds at p99). Waiting has no time limit while supervisors are alive or starting,
     since a busy pool is not an error; it fails when none can be started or the pool closes."""
 
-    def __init__(
-        self,
-        name: str,
-        settings: SandboxSettings,
-        start: Callable[[], Channel],
-        *,
-        program_can_kill_supervisor: bool,
-        on_close: Callable[[], None] | None = None,
-    ) -> None:
-        """`settings` gives the size and the supervisors' lifetimes; `start` opens a channel to
-        a new supervisor (a container, a jail)."""
-        self.name = name
-        self._start = start
+    name: str
+    """The backend's name in `SandboxSettings.backend`, in logs and thread names."""
+
+    def __init__(self, settings: SandboxSettings, *, program_can_kill_supervisor: bool) -> None:
+        """`settings` gives the size and the supervisors' lifetimes. A subclass sets up what its
+        `_start` needs first: the first supervisor starts here, in the caller's thread, so that
+        an unusable backend fails right here."""
+        self._settings = settings
         self._recycle_after = settings.recycle_after
         self._start_timeout = settings.start_timeout_s
         self._margin = settings.answer_margin_s
         self._program_can_kill = program_can_kill_supervisor
-        self._on_close = on_close
         self._idle: deque[Supervisor] = deque()
         self._waiters: deque[_Waiter] = deque()
         self._lock = threading.Lock()
@@ -209,13 +204,19 @@ class SupervisorPool:
         self._last_error: BaseException | None = None
         size = self._size = settings.pool_size
         self._starter = ThreadPoolExecutor(
-            max_workers=min(size, 4), thread_name_prefix=f"sandbox-{name}-start"
+            max_workers=min(size, 4), thread_name_prefix=f"sandbox-{self.name}-start"
         )
-        # The first one in the caller's thread, so that an unusable backend fails right here.
         first = self._new_supervisor()
         self._give(first)
         for _ in range(size - 1):
             self._refill()
+
+    @abstractmethod
+    def _start(self) -> Channel:
+        """Start one sandbox and its supervisor (a container, a jail); called from any thread."""
+
+    def _after_close(self) -> None:  # noqa: B027 - optional: most backends hold nothing more
+        """Once every supervisor is stopped: release what the backend holds beyond them."""
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -366,5 +367,4 @@ class SupervisorPool:
         self._starter.shutdown(wait=True, cancel_futures=True)
         for sup in live:
             sup.close()
-        if self._on_close is not None:
-            self._on_close()
+        self._after_close()

@@ -33,7 +33,7 @@ import docker.errors
 import docker.types
 
 from sandboxes._pool import SupervisorPool
-from sandboxes.api import RunRequest, RunResult, SandboxStats, SandboxUnavailable
+from sandboxes.api import SandboxUnavailable
 from sandboxes.docker_transport import AttachStream, SocketUnusable, SupervisorSocket
 from sandboxes.frames import bootstrap_payload
 from sandboxes.settings import SandboxSettings
@@ -291,13 +291,12 @@ def engine_socket_error(url: str | None = None) -> str | None:
     return None
 
 
-class DockerBackend:
+class DockerBackend(SupervisorPool):
     """Warm containers, each with a supervisor; see the module docstring and sandboxes/README.md."""
 
     name = "docker"
 
     def __init__(self, settings: SandboxSettings) -> None:
-        self._settings = settings
         unreachable = engine_socket_error(settings.docker_url)
         if unreachable is not None:
             raise SandboxUnavailable(f"no Docker engine reachable: {unreachable}")
@@ -310,7 +309,7 @@ class DockerBackend:
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
         try:
-            self._check_engine()
+            self._check_engine(settings.image)
         except BaseException:
             self._client.close()  # its connection pool, whatever went wrong
             raise
@@ -334,27 +333,21 @@ class DockerBackend:
                 prefix=f"proctor-{settings.docker_label}-{os.getpid()}-", dir=parent
             )
         self._sockets_root = self._socket_dir
-        self._pool = SupervisorPool(
-            self.name,
-            settings,
-            self._start,
-            # The supervisor is the container's init: the program cannot signal it.
-            program_can_kill_supervisor=False,
-            on_close=self._sweep,
-        )
+        # The supervisor is the container's init: the program cannot signal it.
+        super().__init__(settings, program_can_kill_supervisor=False)
 
-    def _check_engine(self) -> None:
+    def _check_engine(self, image: str) -> None:
         """The engine answers and holds the sandbox image, or SandboxUnavailable says which not."""
         try:
             self._client.ping()
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
         try:
-            self._client.images.get(self._settings.image)
+            self._client.images.get(image)
         except docker.errors.ImageNotFound as exc:
             raise SandboxUnavailable(
-                f"sandbox image {self._settings.image!r} not found: build it with "
-                f"`sandboxes/images/build-offline.sh {self._settings.image}`"
+                f"sandbox image {image!r} not found: build it with "
+                f"`sandboxes/images/build-offline.sh {image}`"
             ) from exc
 
     def _start(self) -> ContainerChannel:
@@ -382,7 +375,9 @@ class DockerBackend:
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"could not start a sandbox container: {exc}") from exc
 
-    def _sweep(self) -> None:
+    def _after_close(self) -> None:
+        """Remove this backend's containers (any the pool lost track of, too), close the engine
+        client and delete the socket directory."""
         try:
             remove_containers(
                 self._client,
@@ -398,15 +393,3 @@ class DockerBackend:
                     # this host name's directory, unless another service of the host uses it
                     with contextlib.suppress(OSError):
                         os.rmdir(os.path.dirname(self._sockets_root))
-
-    def run(self, request: RunRequest) -> RunResult:
-        return self._pool.run(request)
-
-    def ready(self) -> bool:
-        return self._pool.ready()
-
-    def stats(self) -> SandboxStats:
-        return self._pool.stats()
-
-    def close(self) -> None:
-        self._pool.close()

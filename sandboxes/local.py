@@ -24,7 +24,7 @@ import threading
 from typing import IO
 
 from sandboxes._pool import SupervisorPool
-from sandboxes.api import RunRequest, RunResult, SandboxStats, SandboxUnavailable
+from sandboxes.api import SandboxUnavailable
 from sandboxes.settings import SandboxSettings
 from sandboxes.supervisor import (
     BOOTSTRAP,
@@ -234,25 +234,19 @@ def _bwrap_argv(settings: SandboxSettings, config: SupervisorConfig, as_root: bo
     return argv
 
 
-class LocalBackend:
+class LocalBackend(SupervisorPool):
     """Supervisors in bubblewrap jails; see the module docstring and sandboxes/README.md."""
 
     name = "local"
 
     def __init__(self, settings: SandboxSettings) -> None:
-        self._settings = settings
         self._as_root = os.geteuid() == 0
         if not os.path.exists(settings.python):
             raise SandboxUnavailable(f"{settings.python} not found (the sandbox's interpreter)")
         # fails early when bubblewrap is missing
         _bwrap_argv(settings, supervisor_config({"work_root": "/sandbox"}), self._as_root)
-        self._pool = SupervisorPool(
-            self.name,
-            settings,
-            self._start,
-            # The supervisor is the jail's init (bwrap --as-pid-1): the program cannot signal it.
-            program_can_kill_supervisor=False,
-        )
+        # The supervisor is the jail's init (bwrap --as-pid-1): the program cannot signal it.
+        super().__init__(settings, program_can_kill_supervisor=False)
 
     def _start(self) -> ProcessChannel:
         lease = UidLease(self._settings) if self._as_root else None
@@ -285,20 +279,8 @@ class LocalBackend:
             raise
         return channel
 
-    def run(self, request: RunRequest) -> RunResult:
-        return self._pool.run(request)
 
-    def ready(self) -> bool:
-        return self._pool.ready()
-
-    def stats(self) -> SandboxStats:
-        return self._pool.stats()
-
-    def close(self) -> None:
-        self._pool.close()
-
-
-class UnsafeBackend:
+class UnsafeBackend(SupervisorPool):
     """The same supervisor with no namespaces: rlimits, a private directory and kill-after-run
     only. For machines without namespaces; the operator must choose it explicitly."""
 
@@ -310,16 +292,10 @@ class UnsafeBackend:
             "it can read files, use the network and see other processes. Use only on a machine "
             "you are prepared to lose."
         )
-        self._settings = settings
         self._as_root = os.geteuid() == 0
         if not os.path.exists(settings.python):
             raise SandboxUnavailable(f"{settings.python} not found (the sandbox's interpreter)")
-        self._pool = SupervisorPool(
-            self.name,
-            settings,
-            self._start,
-            program_can_kill_supervisor=not self._as_root,
-        )
+        super().__init__(settings, program_can_kill_supervisor=not self._as_root)
 
     def _start(self) -> ProcessChannel:
         lease = UidLease(self._settings) if self._as_root else None
@@ -338,15 +314,3 @@ class UnsafeBackend:
         )
         argv = [self._settings.python, "-S", "-c", BOOTSTRAP, json.dumps(config)]
         return ProcessChannel(argv, lease, workdir, jailed=False)
-
-    def run(self, request: RunRequest) -> RunResult:
-        return self._pool.run(request)
-
-    def ready(self) -> bool:
-        return self._pool.ready()
-
-    def stats(self) -> SandboxStats:
-        return self._pool.stats()
-
-    def close(self) -> None:
-        self._pool.close()

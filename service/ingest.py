@@ -69,7 +69,7 @@ class WireRequest(msgspec.Struct, forbid_unknown_fields=True):
 
 class RequestItem(ItemFields, Protocol):
     """What the scoring path reads of a request's item: a `WireItem` or a `schemas.ScoreItem`
-    (what `item_key` reads, plus where the reference is and the id)."""
+    (what `item_keyer` reads, plus where the reference is and the id)."""
 
     @property
     def id(self) -> str | None: ...

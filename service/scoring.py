@@ -215,7 +215,7 @@ async def score_batch(
     """Score `items` under `spec`: one result per item, in order. `references` is the request's
     table that items may point into with `reference_index`; `rejected` maps positions of items
     the reader refused to why (`ScoreBody.rejected`). `registry` is the one the dispatcher
-    scores with: items are also shared by their scorers' answer keys (see `item_key`).
+    scores with: items are also shared by their scorers' answer keys (see `item_keyer`).
     `strict_json` says the strict reader decoded the values (`ScoreBody.strict`).
     `on_progress(n)` is told, from any thread, each time `n` more items have their outcome."""
     deadline = time.monotonic() + deadline_s

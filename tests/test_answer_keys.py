@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from reward_specs import canonical_json, default_registry, item_key, load_specs, strip_reasoning
+from reward_specs import canonical_json, default_registry, item_keyer, load_specs, strip_reasoning
 from reward_specs.puzzles import PuzzleConfig, gym, puzzle_answer_key
 from service.schemas import ScoreItem
 from tests.helpers import Server, score
@@ -61,7 +61,7 @@ PUZZLE_REF = {"task": "basic_arithmetic", "config": {}, "seed": 1, "index": 0}
 def _key(response: str, domain: str = "puzzle", spec: str = "prorl-v1", **fields: Any) -> Any:
     reference = PUZZLE_REF if domain == "puzzle" else {"answer": "2"}
     item = ScoreItem(domain=domain, response=response, reference=reference, **fields)
-    return item_key(SPECS[spec], item, canonical_json(reference), REGISTRY_REAL)
+    return item_keyer(SPECS[spec], REGISTRY_REAL)(item, canonical_json(reference))
 
 
 def test_puzzle_keys_ignore_the_reasoning() -> None:

@@ -78,7 +78,7 @@ def test_delete_cancels_a_running_job_and_forgets_a_finished_one(
         status = _status(client, long_job)
         assert status["status"] == "cancelled" and status["completed"] < 400
         # Its slot is free at once, and the pool drops its items.
-        poll(lambda: not server.state.dispatcher.pool._batches, 30)
+        poll(lambda: not server.state.dispatcher.pool._ledger.batches, 30)
         quick = client.post("/v1/jobs", json={"items": _slow(3, "q")}).json()["job_id"]
         poll(lambda: _status(client, quick)["status"] == "done", 60)
         forgotten = client.delete(f"/v1/jobs/{quick}")

@@ -15,7 +15,7 @@ import pytest
 from reward_specs import Outcome, default_registry
 from reward_specs.puzzles import puzzle_workload
 from service.dispatch.costs import CostModel
-from service.dispatch.pool import plan_chunks
+from service.dispatch.ledger import plan_chunks
 from tests.helpers import Server, score
 
 REGISTRY = "tests.pool_scorers:registry"

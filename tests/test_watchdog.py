@@ -66,7 +66,7 @@ def _when_holding(pool: Any, act: Callable[[], None]) -> Callable[[], None]:
     original = pool._check_deadlines
 
     def hook() -> None:
-        if pool._batches and not hook.fired:  # type: ignore[attr-defined]
+        if pool._ledger.batches and not hook.fired:  # type: ignore[attr-defined]
             hook.fired = True  # type: ignore[attr-defined]
             pool._check_deadlines = original
             act()
@@ -118,7 +118,7 @@ def test_a_batch_that_outlives_two_manager_crashes_is_infra_error(
 
     def crash_twice() -> None:
         nonlocal crashes
-        if pool._batches and crashes < 2:
+        if pool._ledger.batches and crashes < 2:
             crashes += 1
             raise RuntimeError("injected")
         original()

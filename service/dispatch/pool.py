@@ -2,8 +2,9 @@
 
 One manager thread owns every worker: it sends chunks to idle workers, reads their outcomes,
 reaps dead workers and enforces timeouts, all from one `multiprocessing.connection.wait` loop, so
-no process state is ever read from two threads. A worker sends its outcomes in batches (at the end
-of a chunk, or every `FLUSH_S` within a long one) and publishes the item it is scoring, and since
+no process state is ever read from two threads; the work it holds (batches, their pending chunks,
+the outcomes so far) is its `ledger.Ledger`. A worker sends its outcomes in batches (at the end of
+a chunk, or every `FLUSH_S` within a long one) and publishes the item it is scoring, and since
 when, in a small shared array: so IPC costs one message per chunk, yet after a death or a timeout
 the pool knows exactly which item was running. Callers `submit` a batch and get a
 `concurrent.futures.Future` that always resolves with exactly one `Outcome` per task:
@@ -23,9 +24,7 @@ the pool knows exactly which item was running. Callers `submit` a batch and get 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
-import math
 import multiprocessing
 import os
 import queue
@@ -34,17 +33,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from multiprocessing.connection import wait
-from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any
 
 from reward_specs import Item, Outcome
 from service.dispatch import processes
-from service.dispatch.pool_state import Batch, Chunk, PoolStats, WorkerSlot, plan_chunks
+from service.dispatch.ledger import Ledger
+from service.dispatch.pool_state import Batch, PoolStats, WorkerSlot
 
-__all__ = ["PoolStats", "WorkerPool", "plan_chunks"]
+__all__ = ["PoolStats", "WorkerPool"]
 
 log = logging.getLogger(__name__)
 
@@ -73,15 +72,12 @@ class WorkerPool:
         self.spec_dirs = tuple(spec_dirs)
         self.item_timeout_s = item_timeout_s
         self.memory_mb = memory_mb
-        self.chunk_size = chunk_size
         self._mp = multiprocessing.get_context("forkserver")
         self._mp.set_forkserver_preload(["service.dispatch.worker"])
         self._inbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self._wake_r, self._wake_w = self._mp.Pipe(duplex=False)
         self._workers: list[WorkerSlot] = []
-        self._pending: deque[Chunk] = deque()
-        self._batches: list[Batch] = []
-        self._chunk_ids = itertools.count()
+        self._ledger = Ledger(size, chunk_size)
         self._start_failures = 0
         self._next_spawn_at = 0.0
         self._stats = PoolStats()
@@ -139,8 +135,8 @@ class WorkerPool:
 
         `costs`, one estimate per item in any unit, orders the work: the costliest items go out
         first, in chunks of about equal cost, so the batch ends with cheap ones spread over every
-        worker rather than with one slow item on one worker (see `plan_chunks`). `on_done` is
-        called from the manager thread with each position as it gets its outcome."""
+        worker rather than with one slow item on one worker (see `ledger.plan_chunks`). `on_done`
+        is called from the manager thread with each position as it gets its outcome."""
         if costs is not None and len(costs) != len(items):
             raise ValueError(f"{len(costs)} costs for {len(items)} items")
         future: Future[list[Outcome]] = Future()
@@ -162,7 +158,7 @@ class WorkerPool:
         stats = PoolStats(**self._stats.__dict__)
         stats.workers = len(self._workers)
         stats.ready_workers = sum(w.ready for w in self._workers)
-        stats.pending_chunks = len(self._pending)
+        stats.pending_chunks = len(self._ledger.pending)
         return stats
 
     def ready(self) -> bool:
@@ -219,7 +215,7 @@ class WorkerPool:
             waitables: list[Any] = [self._wake_r]
             for worker in self._workers:
                 waitables += [worker.conn, worker.process.sentinel]
-            busy = any(w.chunk is not None for w in self._workers) or self._batches
+            busy = any(w.chunk is not None for w in self._workers) or self._ledger.batches
             ready = wait(waitables, timeout=0.05 if busy else 0.5)
             if generation != self._generation:
                 return  # superseded while waiting: the state is the new manager's
@@ -237,16 +233,7 @@ class WorkerPool:
         while self._crashes and now - self._crashes[0] > _CRASH_WINDOW_S:
             self._crashes.popleft()
         self._kill_workers()
-        self._pending.clear()
-        for batch in list(self._batches):
-            if batch.abandoned:
-                self._batches.remove(batch)
-            elif batch.survived_crash:
-                self._finish_missing(batch, "pool_crashed", "the worker pool manager crashed")
-            else:
-                batch.survived_crash = True
-                batch.strikes.clear()
-                self._plan(batch, batch.missing())
+        self._ledger.retry_after_crash()
         time.sleep(min(2.0, 0.05 * 2 ** len(self._crashes)))  # a crash loop must not spin
 
     def _top_up(self) -> None:
@@ -266,7 +253,7 @@ class WorkerPool:
                 log.error("cannot start a worker: %s", exc)
                 if self._start_failures >= _START_FAILURES_BEFORE_BROKEN:
                     self._stats.broken = f"workers cannot be started: {exc}"
-                    self._fail_all("workers_unavailable", self._stats.broken)
+                    self._ledger.fail_all("workers_unavailable", self._stats.broken)
 
     def _drain_inbox(self) -> bool:
         while True:
@@ -275,85 +262,27 @@ class WorkerPool:
             except queue.Empty:
                 return True
             if batch is None:
-                self._fail_all("shutting_down", "the service is shutting down")
+                self._ledger.fail_all("shutting_down", "the service is shutting down")
                 return False
             if self._stats.broken is not None:
-                self._finish_missing(batch, "workers_unavailable", self._stats.broken)
+                self._ledger.finish_missing(batch, "workers_unavailable", self._stats.broken)
                 continue
-            self._batches.append(batch)
-            self._plan(batch, range(len(batch.items)))
-
-    def _plan(self, batch: Batch, positions: Sequence[int]) -> None:
-        size = self._chunk_size(len(positions))
-        costs = None if batch.costs is None else [batch.costs[p] for p in positions]
-        for chunk in plan_chunks(len(positions), size, self.size, costs):
-            chosen = [positions[i] for i in chunk]
-            self._pending.append(Chunk(next(self._chunk_ids), batch, chosen))
-
-    def _chunk_size(self, n: int) -> int:
-        if self.chunk_size:
-            return self.chunk_size
-        # Several chunks per worker keep the pool balanced; a cap keeps deaths cheap to redo.
-        return max(1, min(64, math.ceil(n / (self.size * 4))))
+            self._ledger.add(batch)
 
     def _assign(self) -> None:
         for worker in self._workers:
             if not worker.ready or worker.chunk is not None:
                 continue
-            while self._pending:
-                chunk = self._pending.popleft()
-                batch = chunk.batch
-                if batch.abandoned:
-                    self._drop(batch)
-                    continue
-                todo = [p for p in chunk.positions if batch.results[p] is None]
-                payload = self._pickle(chunk, todo)
-                if payload is None:
-                    continue
-                try:
-                    worker.conn.send_bytes(payload)
-                except (OSError, ValueError):
-                    self._pending.appendleft(chunk)  # the worker died; its sentinel will tell
-                    break
-                worker.chunk = chunk
-                break
-
-    def _pickle(self, chunk: Chunk, todo: list[int]) -> bytes | None:
-        """The chunk's message for a worker, or None if nothing of it is left to send. An item
-        that cannot be pickled is resolved `invalid` on its own; the rest of its chunk goes."""
-        batch = chunk.batch
-        for attempt in range(2):
-            todo = [p for p in todo if batch.results[p] is None]
-            if not todo:
-                return None
-            chunk.positions = todo
+            sendable = self._ledger.next_message()
+            if sendable is None:
+                return
+            chunk, payload = sendable
             try:
-                tasks = [(p, batch.spec_name, batch.items[p]) for p in todo]
-                return bytes(ForkingPickler.dumps((chunk.id, tasks)))
-            except Exception:  # whatever an item holds: find the item and refuse it alone
-                log.warning("a chunk could not be pickled (attempt %d)", attempt, exc_info=True)
-                if attempt == 0:
-                    self._refuse_unpicklable(batch, todo)
-        for position in todo:  # each item pickles alone, yet not together: a failure of ours
-            message = "this item's chunk could not be sent to a worker"
-            self._record(batch, position, Outcome.failure("infra_error", "dispatch_error", message))
-        return None
-
-    def _refuse_unpicklable(self, batch: Batch, positions: list[int]) -> None:
-        for position in positions:
-            try:
-                ForkingPickler.dumps((position, batch.spec_name, batch.items[position]))
-            except Exception as exc:
-                log.info("item %d cannot be pickled", position, exc_info=True)
-                message = f"this item cannot be sent to a worker ({type(exc).__name__})"
-                failed = Outcome.failure("invalid", "unserialisable_item", message)
-                self._record(batch, position, failed)
-
-    def _drop(self, batch: Batch) -> None:
-        """Forget a batch nobody awaits any more (its chunks are skipped as they come up)."""
-        batch.done = True
-        if batch in self._batches:
-            self._batches.remove(batch)
+                worker.conn.send_bytes(payload)
+            except (OSError, ValueError):
+                self._ledger.put_back(chunk)  # the worker died; its sentinel will tell
+                continue
+            worker.chunk = chunk
 
     def _worker_for(self, ready: Any) -> WorkerSlot | None:
         for worker in self._workers:
@@ -386,31 +315,11 @@ class WorkerPool:
                 if chunk is None or chunk.id != chunk_id:
                     continue
                 for position, outcome in outcomes:
-                    self._record(chunk.batch, position, outcome)
+                    self._ledger.record(chunk.batch, position, outcome)
                 if finished:
                     worker.chunk = None
         except (EOFError, OSError):
             pass  # the worker is gone: its sentinel is ready too and _on_death runs next
-
-    def _record(self, batch: Batch, position: int, outcome: Outcome) -> None:
-        if batch.done or batch.results[position] is not None:
-            return
-        batch.results[position] = outcome
-        batch.remaining -= 1
-        if batch.on_done is not None:
-            try:
-                batch.on_done(position)
-            except Exception:  # a progress report is never worth a batch
-                log.exception("a batch's progress callback failed")
-        if batch.remaining == 0:
-            self._complete(batch)
-
-    def _complete(self, batch: Batch) -> None:
-        batch.done = True
-        self._batches = [b for b in self._batches if b is not batch]
-        results = [r for r in batch.results if r is not None]
-        with contextlib.suppress(InvalidStateError):  # cancelled by its caller meanwhile
-            batch.future.set_result(results)
 
     def _replace(self, worker: WorkerSlot) -> None:
         worker.conn.close()
@@ -425,15 +334,11 @@ class WorkerPool:
                     f"workers exit during start-up (exit code {worker.process.exitcode})"
                 )
                 log.error("worker pool broken: %s", self._stats.broken)
-                self._fail_all("workers_unavailable", self._stats.broken)
+                self._ledger.fail_all("workers_unavailable", self._stats.broken)
                 return
             self._next_spawn_at = time.monotonic() + min(2.0, 0.1 * 2**self._start_failures)
         self._stats.restarts += 1
         self._top_up()
-
-    def _requeue(self, batch: Batch, positions: list[int]) -> None:
-        if positions:
-            self._pending.appendleft(Chunk(next(self._chunk_ids), batch, positions))
 
     def _on_death(self, worker: WorkerSlot) -> None:
         log.warning("worker %s exited with code %s", worker.process.pid, worker.process.exitcode)
@@ -443,16 +348,17 @@ class WorkerPool:
             culprit = None
             if current is not None and batch.results[current[0]] is None:
                 culprit = current[0]
-            self._requeue(batch, [p for p in worker.unfinished() if p != culprit])
+            self._ledger.requeue(batch, [p for p in worker.unfinished() if p != culprit])
             if culprit is not None:
                 strikes = batch.strikes.get(culprit, 0) + 1
                 batch.strikes[culprit] = strikes
                 if strikes >= _MAX_STRIKES:
                     self._stats.poison_items += 1
                     message = "scoring this item killed a worker twice"
-                    self._record(batch, culprit, Outcome.judged_zero("poison", message=message))
+                    poison = Outcome.judged_zero("poison", message=message)
+                    self._ledger.record(batch, culprit, poison)
                 else:
-                    self._requeue(batch, [culprit])
+                    self._ledger.requeue(batch, [culprit])
         self._replace(worker)
 
     def _check_timeouts(self) -> None:
@@ -475,36 +381,15 @@ class WorkerPool:
             if chunk is not None:
                 if chunk.batch.results[position] is None:
                     limit = self.item_timeout_s
-                    self._record(
+                    self._ledger.record(
                         chunk.batch, position, Outcome.judged_zero("timeout", limit_s=limit)
                     )
-                self._requeue(chunk.batch, worker.unfinished())
+                self._ledger.requeue(chunk.batch, worker.unfinished())
             worker.chunk = None
             self._replace(worker)
 
     def _check_deadlines(self) -> None:
-        now = time.monotonic()
-        for batch in list(self._batches):
-            if batch.abandoned:
-                self._drop(batch)
-            elif now >= batch.deadline:
-                self._finish_missing(
-                    batch,
-                    "deadline_exceeded",
-                    "the request deadline passed before this item was scored",
-                )
-
-    def _finish_missing(self, batch: Batch, code: str, message: str) -> None:
-        for position, outcome in enumerate(batch.results):
-            if outcome is None:
-                batch.results[position] = Outcome.failure("infra_error", code, message)
-        batch.remaining = 0
-        self._complete(batch)
-
-    def _fail_all(self, code: str, message: str) -> None:
-        for batch in list(self._batches):
-            self._finish_missing(batch, code, message)
-        self._pending.clear()
+        self._ledger.expire(time.monotonic())
 
     def _kill_workers(self) -> None:
         processes.kill(self._workers)

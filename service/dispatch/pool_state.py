@@ -1,6 +1,6 @@
 """What the worker pool's manager keeps track of: batches, their chunks, the workers and what
-each is scoring, and how a batch is cut into chunks (`plan_chunks`). Plain data, used by the
-manager thread alone (`service.dispatch.pool`)."""
+each is scoring. Plain data, used by the manager thread alone (`service.dispatch.pool` and
+`service.dispatch.ledger`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from reward_specs import Item, Outcome
 
-__all__ = ["Batch", "Chunk", "PoolStats", "WorkerSlot", "plan_chunks"]
+__all__ = ["Batch", "Chunk", "PoolStats", "WorkerSlot"]
 
 
 @dataclass(eq=False)
@@ -82,31 +82,3 @@ class PoolStats:
     pending_chunks: int = 0
     manager_restarts: int = 0
     broken: str | None = None
-
-
-def plan_chunks(
-    n: int, size: int, workers: int, costs: Sequence[float] | None = None
-) -> list[list[int]]:
-    """Positions 0..n-1 cut into chunks of at most `size`, in the order they are handed out.
-
-    Without costs: request order. With costs (one estimate per position): costliest first
-    (longest-processing-time-first scheduling), and a chunk also closes once it holds a
-    `1 / (8 * workers)` share of the batch's estimated cost, so costly items travel alone or in
-    small chunks while cheap ones travel in full ones, and the batch ends with cheap chunks that
-    spread over every worker rather than with one slow item keeping one worker busy."""
-    if costs is None:
-        return [list(range(start, min(n, start + size))) for start in range(0, n, size)]
-    order = sorted(range(n), key=lambda p: -costs[p])
-    share = sum(costs) / (8 * workers)
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    spent = 0.0
-    for position in order:
-        current.append(position)
-        spent += costs[position]
-        if len(current) >= size or spent >= share:
-            chunks.append(current)
-            current, spent = [], 0.0
-    if current:
-        chunks.append(current)
-    return chunks

@@ -1,0 +1,208 @@
+"""The work a worker pool holds: its batches, the chunks of them still to hand out, and each
+outcome as it is recorded, so that every batch's future resolves once with one `Outcome` per item.
+
+Used by the pool's manager thread alone (`service.dispatch.pool`), which owns the processes; the
+ledger knows nothing of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import math
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import InvalidStateError
+from multiprocessing.reduction import ForkingPickler
+
+from reward_specs import Outcome
+from service.dispatch.pool_state import Batch, Chunk
+
+__all__ = ["Ledger", "plan_chunks"]
+
+log = logging.getLogger(__name__)
+
+
+class Ledger:
+    """Batches in flight and their pending chunks, for a pool of `workers` processes; chunks
+    hold `chunk_size` items, or (0) a size picked per batch."""
+
+    def __init__(self, workers: int, chunk_size: int = 0) -> None:
+        self.batches: list[Batch] = []
+        self.pending: deque[Chunk] = deque()
+        self._workers = workers
+        self._chunk_size = chunk_size
+        self._chunk_ids = itertools.count()
+
+    # -- handing out work --------------------------------------------------------------------------
+
+    def add(self, batch: Batch) -> None:
+        self.batches.append(batch)
+        self.plan(batch, range(len(batch.items)))
+
+    def plan(self, batch: Batch, positions: Sequence[int]) -> None:
+        """Queue `positions` of `batch` as chunks, in the order `plan_chunks` gives."""
+        size = self._size_for(len(positions))
+        costs = None if batch.costs is None else [batch.costs[p] for p in positions]
+        for chunk in plan_chunks(len(positions), size, self._workers, costs):
+            chosen = [positions[i] for i in chunk]
+            self.pending.append(Chunk(next(self._chunk_ids), batch, chosen))
+
+    def _size_for(self, n: int) -> int:
+        if self._chunk_size:
+            return self._chunk_size
+        # Several chunks per worker keep the pool balanced; a cap keeps deaths cheap to redo.
+        return max(1, min(64, math.ceil(n / (self._workers * 4))))
+
+    def requeue(self, batch: Batch, positions: list[int]) -> None:
+        """`positions` go out again, first, as a chunk of their own (after a worker was lost)."""
+        if positions:
+            self.pending.appendleft(Chunk(next(self._chunk_ids), batch, positions))
+
+    def next_message(self) -> tuple[Chunk, bytes] | None:
+        """The next chunk with something left to score and its message for a worker, or None
+        when nothing is pending. Chunks of abandoned batches are dropped on the way."""
+        while self.pending:
+            chunk = self.pending.popleft()
+            batch = chunk.batch
+            if batch.abandoned:
+                self.drop(batch)
+                continue
+            todo = [p for p in chunk.positions if batch.results[p] is None]
+            payload = self._pickle(chunk, todo)
+            if payload is not None:
+                return chunk, payload
+        return None
+
+    def put_back(self, chunk: Chunk) -> None:
+        """A chunk `next_message` gave that could not be sent: it is the next one out."""
+        self.pending.appendleft(chunk)
+
+    def _pickle(self, chunk: Chunk, todo: list[int]) -> bytes | None:
+        """The chunk's message for a worker, or None if nothing of it is left to send. An item
+        that cannot be pickled is resolved `invalid` on its own; the rest of its chunk goes."""
+        batch = chunk.batch
+        for attempt in range(2):
+            todo = [p for p in todo if batch.results[p] is None]
+            if not todo:
+                return None
+            chunk.positions = todo
+            try:
+                tasks = [(p, batch.spec_name, batch.items[p]) for p in todo]
+                return bytes(ForkingPickler.dumps((chunk.id, tasks)))
+            except Exception:  # whatever an item holds: find the item and refuse it alone
+                log.warning("a chunk could not be pickled (attempt %d)", attempt, exc_info=True)
+                if attempt == 0:
+                    self._refuse_unpicklable(batch, todo)
+        for position in todo:  # each item pickles alone, yet not together: a failure of ours
+            message = "this item's chunk could not be sent to a worker"
+            self.record(batch, position, Outcome.failure("infra_error", "dispatch_error", message))
+        return None
+
+    def _refuse_unpicklable(self, batch: Batch, positions: list[int]) -> None:
+        for position in positions:
+            try:
+                ForkingPickler.dumps((position, batch.spec_name, batch.items[position]))
+            except Exception as exc:
+                log.info("item %d cannot be pickled", position, exc_info=True)
+                message = f"this item cannot be sent to a worker ({type(exc).__name__})"
+                failed = Outcome.failure("invalid", "unserialisable_item", message)
+                self.record(batch, position, failed)
+
+    # -- resolving ---------------------------------------------------------------------------------
+
+    def record(self, batch: Batch, position: int, outcome: Outcome) -> None:
+        """`outcome` for `position`, unless it already has one; the batch resolves with its last."""
+        if batch.done or batch.results[position] is not None:
+            return
+        batch.results[position] = outcome
+        batch.remaining -= 1
+        if batch.on_done is not None:
+            try:
+                batch.on_done(position)
+            except Exception:  # a progress report is never worth a batch
+                log.exception("a batch's progress callback failed")
+        if batch.remaining == 0:
+            self._complete(batch)
+
+    def _complete(self, batch: Batch) -> None:
+        batch.done = True
+        self.batches = [b for b in self.batches if b is not batch]
+        results = [r for r in batch.results if r is not None]
+        with contextlib.suppress(InvalidStateError):  # cancelled by its caller meanwhile
+            batch.future.set_result(results)
+
+    def drop(self, batch: Batch) -> None:
+        """Forget a batch nobody awaits any more (its chunks are skipped as they come up)."""
+        batch.done = True
+        if batch in self.batches:
+            self.batches.remove(batch)
+
+    def finish_missing(self, batch: Batch, code: str, message: str) -> None:
+        """Resolve `batch` now: each item without an outcome is `infra_error` with `code`."""
+        for position, outcome in enumerate(batch.results):
+            if outcome is None:
+                batch.results[position] = Outcome.failure("infra_error", code, message)
+        batch.remaining = 0
+        self._complete(batch)
+
+    def fail_all(self, code: str, message: str) -> None:
+        """Resolve every batch held (`finish_missing`) and forget every pending chunk."""
+        for batch in list(self.batches):
+            self.finish_missing(batch, code, message)
+        self.pending.clear()
+
+    def expire(self, now: float) -> None:
+        """Drop abandoned batches; resolve those past their deadline (`deadline_exceeded`)."""
+        for batch in list(self.batches):
+            if batch.abandoned:
+                self.drop(batch)
+            elif now >= batch.deadline:
+                self.finish_missing(
+                    batch,
+                    "deadline_exceeded",
+                    "the request deadline passed before this item was scored",
+                )
+
+    def retry_after_crash(self) -> None:
+        """After a manager crash, with every worker gone: each batch's missing items go out once
+        more; a batch that already survived a crash is resolved (`pool_crashed`)."""
+        self.pending.clear()
+        for batch in list(self.batches):
+            if batch.abandoned:
+                self.batches.remove(batch)
+            elif batch.survived_crash:
+                self.finish_missing(batch, "pool_crashed", "the worker pool manager crashed")
+            else:
+                batch.survived_crash = True
+                batch.strikes.clear()
+                self.plan(batch, batch.missing())
+
+
+def plan_chunks(
+    n: int, size: int, workers: int, costs: Sequence[float] | None = None
+) -> list[list[int]]:
+    """Positions 0..n-1 cut into chunks of at most `size`, in the order they are handed out.
+
+    Without costs: request order. With costs (one estimate per position): costliest first
+    (longest-processing-time-first scheduling), and a chunk also closes once it holds a
+    `1 / (8 * workers)` share of the batch's estimated cost, so costly items travel alone or in
+    small chunks while cheap ones travel in full ones, and the batch ends with cheap chunks that
+    spread over every worker rather than with one slow item keeping one worker busy."""
+    if costs is None:
+        return [list(range(start, min(n, start + size))) for start in range(0, n, size)]
+    order = sorted(range(n), key=lambda p: -costs[p])
+    share = sum(costs) / (8 * workers)
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    spent = 0.0
+    for position in order:
+        current.append(position)
+        spent += costs[position]
+        if len(current) >= size or spent >= share:
+            chunks.append(current)
+            current, spent = [], 0.0
+    if current:
+        chunks.append(current)
+    return chunks

@@ -20,8 +20,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
+from reward_specs.caches import Cache
 from reward_specs.json_bounds import HARD_MAX_DEPTH, json_problem
-from reward_specs.memo import Memo
 from reward_specs.registry import Registry, UnknownDomain
 from reward_specs.scorer import InvalidReference, ReferenceModel, ScoreContext
 from reward_specs.spec import Spec
@@ -58,7 +58,7 @@ class Item:
     can be shared. None disables that sharing; it never changes a verdict."""
 
 
-_VALIDATED: Memo[tuple[str, str], ReferenceModel] = Memo(4096)
+_VALIDATED: Cache[tuple[str, str], ReferenceModel] = Cache("engine.references", 4096)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from reward_specs import (
     Registry,
     ScoreContext,
     Scorer,
+    caches,
     default_registry,
     load_specs,
     score_item,
@@ -82,7 +83,7 @@ def test_math_verify_broken_through_its_seam_is_infra_error(
         raise failure
 
     monkeypatch.setattr(math_domain, "parse", broken_parse)
-    math_domain._parse_gold.cache_clear()
+    caches.clear_all()  # the gold's cached parse too
     outcome = _score(symbolic(), spec)
     assert outcome.status == "infra_error", outcome
     assert outcome.error is not None and outcome.error["code"] == "scorer_error"
@@ -125,7 +126,7 @@ def test_stem_closed_forms_with_a_broken_parser_are_infra_error(
 
     monkeypatch.setattr(stem_domain, "parse", broken_parse)
     monkeypatch.setattr(math_domain, "parse", broken_parse)
-    math_domain._parse_gold.cache_clear()
+    caches.clear_all()  # the gold's cached parse too
     outcome = _score(closed_form())
     assert outcome.status == "infra_error", outcome
 

@@ -20,8 +20,9 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
+
+from reward_specs.caches import Cache
 
 __all__ = ["AssertPlan", "ProbeError", "evaluate", "parse_assert"]
 
@@ -157,7 +158,7 @@ class _Planner:
         return Probe(len(self.probes) - 1)
 
 
-@lru_cache(maxsize=4096)
+@Cache("code.assert_plans", 4096)
 def parse_assert(source: str) -> AssertPlan:
     """The plan of one `assert` statement; ValueError when `source` is not exactly one."""
     try:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from functools import lru_cache
 from typing import Any, ClassVar
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
@@ -31,6 +30,7 @@ from sympy import And, FiniteSet, Interval, Union
 from sympy.core.relational import Equality, Relational
 
 from reward_specs import faults
+from reward_specs.caches import Cache
 from reward_specs.extract import (
     BoxedFallback,
     extract_answer,
@@ -46,7 +46,6 @@ from reward_specs.math.rules import (
     precision_differs,
     question_units,
 )
-from reward_specs.memo import Memo
 from reward_specs.scorer import (
     DomainConfig,
     Example,
@@ -128,7 +127,7 @@ def _fast_verdict(gold: str, answer: str) -> bool | None:
 _LATEX = [LatexExtractionConfig(boxed_match_priority=0)]
 
 
-@lru_cache(maxsize=4096)
+@Cache("math.gold_parses", 4096)
 def _parse_gold(gold: str, timeout_s: int) -> tuple[Any, ...]:
     return tuple(parse("\\boxed{" + gold + "}", _LATEX, parsing_timeout=timeout_s))
 
@@ -154,17 +153,25 @@ def equivalent(
             cached = _careful_equivalent(gold, answer, config, units)
         else:
             cached = _equivalent(gold, answer, config, relation_as_set=False)
-        if cached[1].get("reason") not in _NOT_CACHED:
-            _VERDICTS.put(key, cached)
+        _VERDICTS.put(key, cached)
     verdict, details = cached
     return verdict, dict(details)
 
 
-_VERDICTS: Memo[tuple[str, str, MathConfig, Units], tuple[bool, dict[str, Any]]] = Memo(16384)
 _NOT_CACHED = frozenset({"parse_timeout", "verifier_timeout"})
 
 
-@lru_cache(maxsize=64)
+def _cut_short(verdict: tuple[bool, dict[str, Any]]) -> bool:
+    """A verdict a timeout cut short: it depends on the machine's load, so it is not memoised."""
+    return verdict[1].get("reason") in _NOT_CACHED
+
+
+_VERDICTS: Cache[tuple[str, str, MathConfig, Units], tuple[bool, dict[str, Any]]] = Cache(
+    "math.verdicts", 16384, never=_cut_short
+)
+
+
+@Cache("math.plain_configs", 64)
 def _plain(config: MathConfig) -> MathConfig:
     """The same config without the careful rules: math-verify's own verdicts."""
     return config.model_copy(update={"careful": False, "prose_answer": False})

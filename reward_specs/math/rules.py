@@ -27,8 +27,9 @@ import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from fractions import Fraction
-from functools import lru_cache
 from typing import Literal
+
+from reward_specs.caches import Cache
 
 __all__ = [
     "GoldFacts",
@@ -108,7 +109,7 @@ class GoldFacts:
     """The gold written out exactly when it is in scientific notation (`6.02e23`), else None."""
 
 
-@lru_cache(maxsize=4096)
+@Cache("math.gold_facts", 4096)
 def gold_facts(gold: str) -> GoldFacts:
     t = _strip(gold)
     grouped = _GROUPED.fullmatch(t)

@@ -22,7 +22,6 @@ import math
 import re
 import string
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any, ClassVar
 
 import sympy
@@ -32,6 +31,7 @@ from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
 from reward_specs import faults
+from reward_specs.caches import Cache
 from reward_specs.extract import BoxedFallback, answer_is, extract_answer, last_boxed
 from reward_specs.math.domain import MathConfig, equivalent
 from reward_specs.math.rules import Rule, gold_facts, normalise
@@ -245,7 +245,7 @@ def _careful_free_form(
     return Judgement(judged.score, judged.success, True, {**judged.details, **more})
 
 
-@lru_cache(maxsize=64)
+@Cache("stem.plain_configs", 64)
 def _plain(config: StemConfig) -> StemConfig:
     """The same config without the careful rules (prorl-v1's reading)."""
     symbolic = config.symbolic.model_copy(update={"careful": False, "prose_answer": False})

@@ -24,16 +24,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
+from reward_specs.caches import Cache
 from reward_specs.canonical import canonical_text
 from reward_specs.extract import Fallback
-from reward_specs.memo import Memo
 from reward_specs.puzzles import boxnet, graph_color, gym
 from reward_specs.puzzles.answers import extract_answer, locate_json
 from reward_specs.scorer import (
@@ -100,9 +98,8 @@ class PuzzleReference(ReferenceModel):
 
 # ---------------------------------------------------------------- gold-answer probes
 
-_lock = threading.Lock()
-_PROBE_CACHE_SIZE = 4096
-_probes: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+_PROBES: Cache[tuple[str, str], str] = Cache("puzzles.gold_probes", 4096)
+"""(task, entry key) -> what the scorer raised on the entry's gold answer; "" if nothing."""
 
 
 def _gold_failure(task: str, entry_key: str, dataset: Any, entry: dict[str, Any]) -> str | None:
@@ -111,23 +108,19 @@ def _gold_failure(task: str, entry_key: str, dataset: Any, entry: dict[str, Any]
     Entries without a gold answer are probed with the empty answer.
     """
     key = (task, entry_key)
-    with _lock:
-        if key in _probes:
-            _probes.move_to_end(key)
-            return _probes[key]
+    known = _PROBES.get(key)
+    if known is not None:
+        return known or None
     gold = entry.get("answer")
     probe = gold if isinstance(gold, str) else ""
-    failure: str | None = None
+    failure = ""
     try:
         dataset.score_answer(probe, entry)
     except Exception as exc:  # the verdict "broken", logged with its traceback
         log.warning("puzzle task %s raises on an entry's gold answer", task, exc_info=True)
         failure = f"{type(exc).__name__}: {exc}"[:300]
-    with _lock:
-        _probes[key] = failure
-        while len(_probes) > _PROBE_CACHE_SIZE:
-            _probes.popitem(last=False)
-    return failure
+    _PROBES.put(key, failure)
+    return failure or None
 
 
 # ---------------------------------------------------------------- entries
@@ -286,7 +279,7 @@ def _library_score(
     return Judgement(score=score, success=score == 1.0, parsed=True, details=details)
 
 
-_VERDICTS: Memo[tuple[str, str, PuzzleConfig], Judgement] = Memo(65536)
+_VERDICTS: Cache[tuple[str, str, PuzzleConfig], Judgement] = Cache("puzzles.verdicts", 65536)
 """(reference key, extracted answer, config) -> verdict: a GRPO group's 16 responses to one
 puzzle hold only a few distinct answers. Scorers are deterministic in (entry, answer)."""
 

@@ -20,13 +20,13 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from functools import cache, lru_cache
 from typing import Any
 
 from reasoning_gym.composite import CompositeConfig, DatasetSpec
 from reasoning_gym.dataset import ProceduralDataset
 from reasoning_gym.factory import DATASETS
 
+from reward_specs.caches import Cache
 from reward_specs.canonical import canonical_text
 from reward_specs.scorer import InvalidReference
 
@@ -36,6 +36,7 @@ __all__ = [
     "HASH_SEED_DEPENDENT",
     "MAX_SAMPLE_COUNT",
     "SCORING_CACHE_SIZE",
+    "TASK_INFO_CACHE_SIZE",
     "TaskInfo",
     "canonical_config",
     "composite_part_config",
@@ -57,6 +58,9 @@ SCORING_CACHE_SIZE = 256
 that regenerating entries of many seeds never evicts the ~100 tasks' scorers."""
 ENTRY_CACHE_SIZE = 8192
 """Regenerated entries (task, config, seed, index) kept per process."""
+TASK_INFO_CACHE_SIZE = 512
+"""Tasks' `TaskInfo` kept per process: more than reasoning-gym registers (an unknown task raises,
+and what raises is never cached)."""
 MAX_SAMPLE_COUNT = 256
 """Most entries one `sample_entries` call returns (a request is bounded work)."""
 
@@ -122,7 +126,7 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-@cache
+@Cache("puzzles.task_info", TASK_INFO_CACHE_SIZE)
 def task_info(task: str) -> TaskInfo:
     dataset_cls, config_cls = _require_task(task)
     config = config_cls()
@@ -193,7 +197,7 @@ def _build(task: str, config: Mapping[str, Any], seed: int | None) -> Procedural
         ) from exc
 
 
-@lru_cache(maxsize=DATASET_CACHE_SIZE)
+@Cache("puzzles.datasets", DATASET_CACHE_SIZE)
 def _dataset(task: str, config_json: str, seed: int | None) -> ProceduralDataset:
     return _build(task, json.loads(config_json), seed)
 
@@ -207,12 +211,12 @@ def scoring_dataset(task: str, config: Mapping[str, Any] | None = None) -> Proce
     return _scoring_dataset(task, canonical_config(config or {}))
 
 
-@lru_cache(maxsize=SCORING_CACHE_SIZE)
+@Cache("puzzles.scoring_datasets", SCORING_CACHE_SIZE)
 def _scoring_dataset(task: str, config_json: str) -> ProceduralDataset:
     return _build(task, json.loads(config_json), 0)
 
 
-@lru_cache(maxsize=ENTRY_CACHE_SIZE)
+@Cache("puzzles.entries", ENTRY_CACHE_SIZE)
 def _entry(task: str, config_json: str, seed: int, index: int) -> dict[str, Any]:
     dataset = _dataset(task, config_json, seed)
     if not 0 <= index < len(dataset):

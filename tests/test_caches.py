@@ -3,11 +3,15 @@ predicate, its thread safety, and the registry that `clear_all()` empties."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 import threading
+from pathlib import Path
 
 import pytest
 
+import reward_specs
+from reward_specs import Item, ScoreContext, caches, default_registry, load_specs, score_item
 from reward_specs.caches import Cache
 
 _numbers = itertools.count()
@@ -128,6 +132,40 @@ def test_a_function_s_cache_serves_that_function_alone() -> None:
         cache.put((), 2)
 
 
+def test_clear_all_empties_every_registered_cache() -> None:
+    # Fill the scorers' caches for real (a math, a STEM and a puzzle item), and a memo of ours.
+    caches.clear_all()
+    registry = default_registry()
+    spec = load_specs(registry)["prorl-v1-careful"]
+    ctx = ScoreContext()
+    items = [
+        Item("math", "so \\boxed{\\frac{1}{2}}", {"answer": "0.5"}, reference_key="m"),
+        Item("stem", "the answer is 2.0", {"answer": "2"}, reference_key="s"),
+        Item(
+            "puzzle",
+            "<answer>4</answer>",
+            {"task": "basic_arithmetic", "config": {}, "seed": 1, "index": 0},
+            reference_key="p",
+        ),
+    ]
+    for item in items:
+        assert score_item(registry, spec, item, ctx).status == "ok"
+    memo: Cache[int, int] = Cache(_name(), 4)
+    memo.put(1, 1)
+    everything = caches.registered()
+    names = {
+        "engine.references",
+        "math.verdicts",
+        "math.gold_facts",
+        "puzzles.entries",
+        "puzzles.scoring_datasets",
+        "puzzles.verdicts",
+    }
+    assert all(len(everything[name]) > 0 for name in names)
+    caches.clear_all()
+    assert {name: len(cache) for name, cache in everything.items() if len(cache)} == {}
+
+
 def test_threads_hammering_one_cache_keep_its_bound_and_its_values() -> None:
     memo: Cache[int, int] = Cache(_name(), 64)
     cache: Cache[object, int] = Cache(_name(), 64, never=lambda v: v % 7 == 0)
@@ -159,3 +197,20 @@ def test_threads_hammering_one_cache_keep_its_bound_and_its_values() -> None:
         t.join()
     assert wrong == []
     assert len(memo) == 64 and 0 < len(cache) <= 64
+
+
+_OTHER_CACHES = {"lru_cache", "cache", "OrderedDict"}
+
+
+def test_reward_specs_caches_only_through_caches_py() -> None:
+    """One way to cache: no functools caches nor hand-made LRUs anywhere else in reward_specs."""
+    root = Path(reward_specs.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "caches.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in ("functools", "collections"):
+                names = {alias.name for alias in node.names}
+                found += [f"{path.relative_to(root)}: {n}" for n in names & _OTHER_CACHES]
+    assert found == []

@@ -256,7 +256,7 @@ def test_probe_nodes_are_indexed_in_order() -> None:
 
 
 def test_single_flight_runs_identical_work_once() -> None:
-    cache: SingleFlightCache[int] = SingleFlightCache(8)
+    cache: SingleFlightCache[int] = SingleFlightCache("tests.single_flight.once", 8)
     calls = []
     gate = threading.Event()
 
@@ -286,7 +286,7 @@ def test_single_flight_runs_identical_work_once() -> None:
 
 
 def test_single_flight_waiter_recomputes_after_a_failure() -> None:
-    cache: SingleFlightCache[int] = SingleFlightCache(8)
+    cache: SingleFlightCache[int] = SingleFlightCache("tests.single_flight.retry", 8)
     attempts = []
 
     def flaky() -> int:
@@ -302,7 +302,7 @@ def test_single_flight_waiter_recomputes_after_a_failure() -> None:
 
 
 def test_cache_is_bounded() -> None:
-    cache: SingleFlightCache[int] = SingleFlightCache(3)
+    cache: SingleFlightCache[int] = SingleFlightCache("tests.single_flight.bounded", 3)
     for i in range(10):
         cache.get_or_compute(str(i), lambda i=i: i)  # type: ignore[misc]
     assert len(cache) == 3

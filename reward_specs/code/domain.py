@@ -25,7 +25,7 @@ Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinne
   (`reward_specs.code.asserts`, `reward_specs.code.values`). `asserts` are Python only.
 - A failure of the sandbox machinery (`SandboxError`) propagates: the engine reports
   `infra_error`, never a wrong answer. So does a missing sandbox (`ctx.sandbox is None`).
-- Identical (code, tests, config, backend) are run once: a bounded LRU with de-duplication of
+- Identical (code, tests, config, backend) are run once: a bounded cache with de-duplication of
   work in flight (`reward_specs.code.cache`).
 
 The scorer only waits on the sandbox, holds no per-call state outside the locked cache, and is
@@ -145,7 +145,7 @@ def _run_programs(
     return judge_cpp_fn(run, tests, config), run.executions
 
 
-_CACHE: SingleFlightCache[Judgement] = SingleFlightCache(CACHE_SIZE)
+_CACHE: SingleFlightCache[Judgement] = SingleFlightCache("code.verdicts", CACHE_SIZE)
 
 
 def clear_cache() -> None:

@@ -18,13 +18,14 @@
 from __future__ import annotations
 
 import re
-from functools import cache
 
 from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
 from langdetect.lang_detect_exception import LangDetectException
 from nltk.tokenize import NLTKWordTokenizer
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 from punkt.data import load_module as _load_punkt_module
+
+from reward_specs.caches import Cache
 
 __all__ = [
     "LANGDETECT_SEED",
@@ -46,7 +47,7 @@ def count_words(text: str) -> int:
     return len(_WORD.findall(text))
 
 
-@cache
+@Cache("ifeval.sentence_tokenizer", 1)
 def sentence_tokenizer() -> PunktSentenceTokenizer:
     """nltk's Punkt tokenizer with the English `punkt_tab` parameters, built without any file."""
     model = _load_punkt_module("english")
@@ -75,7 +76,7 @@ def word_tokenize(text: str) -> list[str]:
     ]
 
 
-@cache
+@Cache("ifeval.language_detector", 1)
 def _detector_factory() -> DetectorFactory:
     factory = DetectorFactory()
     factory.load_profile(PROFILES_DIRECTORY)

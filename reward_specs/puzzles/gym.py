@@ -9,6 +9,19 @@ Cached entries are shared: callers must not mutate them.
 
 Everything the *reference* gets wrong (an unknown task, a config the dataset refuses, an index out
 of range, an entry that cannot be generated) raises `InvalidReference` naming it.
+
+Memory: a puzzle item stacks on five caches (`reward_specs.caches`), which hold at most
+
+    (DATASET_CACHE_SIZE + SCORING_CACHE_SIZE) x D + ENTRY_CACHE_SIZE x E + 65,536 x V + 4,096 x P
+
+("puzzles.datasets", "puzzles.scoring_datasets" and "puzzles.entries" here, "puzzles.verdicts" and
+"puzzles.gold_probes" in `puzzles.domain`), beside `TASK_INFO_CACHE_SIZE` small `TaskInfo`s. D is
+one dataset instance and E one entry, both set by the task and its config (the largest at default
+configs are in benchmarks/README.md, from benchmarks/cache_footprint.py); V is one verdict, whose
+key holds the extracted answer (so at most the response) and whose details hold at most 2,000
+characters of it, 500 of a scorer's exception and 25 violations; P is one probe, whose key is the
+entry's (the config's JSON, or the whole entry's for an entry by value). The engine's
+"engine.references" (4,096 validated references, each at most the item's) come on top.
 """
 
 from __future__ import annotations

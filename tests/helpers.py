@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import threading
@@ -30,6 +31,26 @@ def poll(condition: Callable[[], bool], timeout: float, every: float = 0.05) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"not true within {timeout:.0f}s: {condition}")
         time.sleep(every)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (children, their children, ...), read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 def free_port() -> int:

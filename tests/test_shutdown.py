@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.helpers import free_port, poll
+from tests.helpers import descendants, free_port, poll
 
 GRACE_S = 2
 STOP_BOUND_S = 45.0
@@ -26,25 +26,6 @@ LOOP = {
     "response": "```python\nwhile True:\n    pass\n```",
     "reference": {"language": "python", "tests": {"stdio": [{"input": "", "output": "1\n"}]}},
 }
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 def _alive(pids: set[int]) -> set[int]:
@@ -92,7 +73,7 @@ def service() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> float:
-    helpers = _descendants(proc.pid)
+    helpers = descendants(proc.pid)
     assert helpers, "the service has no workers or sandboxes to stop"
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -143,7 +124,7 @@ def test_sigterm_with_every_worker_and_sandbox_frozen_stops_everything(
     # Workers and jails that answer nothing (SIGSTOP): the service must still stop, killing what
     # it cannot stop politely. (multiprocessing's forkserver and resource tracker are left
     # running: they exit when the service does.)
-    frozen = {p for p in _descendants(proc.pid) if b"multiprocessing" not in _cmdline(p)}
+    frozen = {p for p in descendants(proc.pid) if b"multiprocessing" not in _cmdline(p)}
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
     try:

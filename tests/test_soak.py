@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import poll
+from tests.helpers import descendants, poll
 from tests.redis_fixtures import RedisServer, Worker, serve_queue, status_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -60,19 +60,8 @@ def _item(k: int) -> tuple[dict[str, Any], float]:
 
 def _rss_mb(root: int) -> float:
     """Resident memory of a process and all its descendants, in MB."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
+    total = 0
+    for pid in (root, *descendants(root)):
         try:
             with open(f"/proc/{pid}/status") as f:
                 total += next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))

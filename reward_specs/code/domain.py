@@ -42,11 +42,13 @@ from reward_specs.canonical import canonical_text
 from reward_specs.code.cache import SingleFlightCache
 from reward_specs.code.extract import Language, extract_code
 from reward_specs.code.harness import judge_cpp_fn, run_python_tests
+from reward_specs.code.program_run import run_program_tests
 from reward_specs.code.reference import (
     AssertTests,
     CodeConfig,
     CodeReference,
     FnTests,
+    ProgramTests,
     StdioTests,
     count_tests,
 )
@@ -86,6 +88,8 @@ def _run_and_judge(
     executions: Sequence[ExecutionResult]
     if isinstance(tests, StdioTests) or (isinstance(tests, FnTests) and language == "cpp"):
         results, executions = _run_programs(source, language, tests, config, sandbox)
+    elif isinstance(tests, ProgramTests):
+        results, executions = run_program_tests(source, tests, config, sandbox)
     else:
         results, executions = run_python_tests(source, tests, config, sandbox)
     if isinstance(results, Judgement):
@@ -179,9 +183,10 @@ def score_code(
         raise InvalidReference(
             f"{n_tests} tests, more than the spec's max_tests={config.max_tests}", "too_many_tests"
         )
-    if reference.language == "cpp" and isinstance(reference.tests, AssertTests):
+    if reference.language == "cpp" and isinstance(reference.tests, AssertTests | ProgramTests):
         raise InvalidReference(
-            "asserts tests are Python only (use stdio or fn_name for C++)", "unsupported_tests"
+            "asserts and program tests are Python only (use stdio or fn_name for C++)",
+            "unsupported_tests",
         )
 
     code, source = extract_code(response, reference.language)

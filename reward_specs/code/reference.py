@@ -1,5 +1,5 @@
 """What a code item's reference and the code spec look like: `CodeConfig`, and `CodeReference`
-with its three shapes of tests (stdio, fn_name + cases, asserts)."""
+with its shapes of tests (stdio, fn_name + cases, asserts, program)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pydantic import (
 
 from reward_specs.code.asserts import parse_assert
 from reward_specs.code.extract import Language
+from reward_specs.code.program import plan_program
 from reward_specs.scorer import DomainConfig, ReferenceModel
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "CodeReference",
     "FnCase",
     "FnTests",
+    "ProgramTests",
     "StdioTest",
     "StdioTests",
     "Tests",
@@ -114,26 +116,46 @@ class AssertTests(_Strict):
         return asserts
 
 
+class ProgramTests(_Strict):
+    program: str = Field(..., min_length=1)
+    """Python test code: each top-level `def test_*` one test, else the whole program one test
+    (`reward_specs.code.program`)."""
+
+    @field_validator("program")
+    @classmethod
+    def _valid_python(cls, program: str) -> str:
+        plan_program(program)
+        return program
+
+
 def _tests_shape(value: Any) -> str | None:
     """Which shape of `tests` a value means, by its one identifying key, so that a mistake is
     reported against that shape alone (`tests.asserts: must be a list of strings`), not against
     every alternative."""
     if isinstance(value, dict):
-        return next((key for key in ("stdio", "fn_name", "asserts") if key in value), None)
-    if isinstance(value, StdioTests | FnTests | AssertTests):
-        return {StdioTests: "stdio", FnTests: "fn_name", AssertTests: "asserts"}[type(value)]
+        keys = ("stdio", "fn_name", "asserts", "program")
+        return next((key for key in keys if key in value), None)
+    if isinstance(value, StdioTests | FnTests | AssertTests | ProgramTests):
+        shapes = {
+            StdioTests: "stdio",
+            FnTests: "fn_name",
+            AssertTests: "asserts",
+            ProgramTests: "program",
+        }
+        return shapes[type(value)]
     return None
 
 
 TestsShape = Annotated[
     Annotated[StdioTests, Tag("stdio")]
     | Annotated[FnTests, Tag("fn_name")]
-    | Annotated[AssertTests, Tag("asserts")],
+    | Annotated[AssertTests, Tag("asserts")]
+    | Annotated[ProgramTests, Tag("program")],
     Discriminator(
         _tests_shape,
         custom_error_type="tests_shape",
         custom_error_message="`tests` must be an object with `stdio`, `fn_name` and `cases`, "
-        "or `asserts`",
+        "`asserts`, or `program`",
     ),
 ]
 
@@ -143,7 +165,7 @@ class CodeReference(ReferenceModel):
     tests: TestsShape
 
 
-Tests = StdioTests | FnTests | AssertTests
+Tests = StdioTests | FnTests | AssertTests | ProgramTests
 
 
 def count_tests(tests: Tests) -> int:
@@ -154,3 +176,5 @@ def count_tests(tests: Tests) -> int:
             return len(tests.cases)
         case AssertTests():
             return len(tests.asserts)
+        case ProgramTests():
+            return len(plan_program(tests.program).tests) or 1

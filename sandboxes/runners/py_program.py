@@ -280,7 +280,10 @@ def main() -> None:
             exec(compile(f.read(), "proctor_values.py", "exec", dont_inherit=True), values)
         solution = Solution(list(job["serve"]), int(job["max_value_bytes"]), values["decode"])
         sys.modules["solution"] = _module(solution)
-        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        main_module = types.ModuleType("__main__")  # what unittest.main() looks in
+        sys.modules["__main__"] = main_module
+        namespace: dict[str, Any] = main_module.__dict__
+        namespace["__builtins__"] = builtins
         namespace.update((name, solution.stub(name)) for name in job["names"])
     except Exception as exc:  # noqa: BLE001 - reported: the scorer makes it an infra_error
         _emit(out, {"fatal": f"{type(exc).__name__}: {exc}"[:300]})

@@ -159,7 +159,10 @@ def test_a_failing_test_does_not_stop_the_others_nor_a_dead_solution(
     backend: SandboxBackend,
 ) -> None:
     program = "".join(f"def test_{i}():\n    assert f({i}) == {i * i}\n" for i in range(5))
-    code = "import os\ndef f(x):\n    if x == 1: os._exit(0)\n    if x == 3: raise KeyError(x)\n    return x * x\n"
+    code = (
+        "import os\ndef f(x):\n    if x == 1: os._exit(0)\n"
+        "    if x == 3: raise KeyError(x)\n    return x * x\n"
+    )
     judgement = score(program, code, backend)
     statuses = [t["status"] for t in judgement.details["tests"]]
     assert statuses == ["passed", "runtime_error", "passed", "runtime_error", "passed"]
@@ -175,7 +178,8 @@ def test_mbpp_style_setup_and_asserts(backend: SandboxBackend) -> None:
     code = (
         "def remove_occ(s, ch):\n"
         "    i, j = s.find(ch), s.rfind(ch)\n"
-        "    return s if i < 0 else (s[:i] + s[i + 1:j] + s[j + 1:] if i != j else s[:i] + s[i + 1:])\n"
+        "    if i < 0: return s\n"
+        "    return s[:i] + s[i + 1:j] + s[j + 1:] if i != j else s[:i] + s[i + 1:]\n"
     )
     assert score(program, code, backend).score == 1.0
     assert score(program, "def remove_occ(s, ch):\n    return s", backend).score == 0
@@ -240,7 +244,8 @@ def _find():
 
 FORGE = r"""
 import os, sys
-LINES = b"".join(b'\x1ePROCTOR {"i": %d, "status": "passed", "error": "", "cpu_s": 0}\n' % i for i in range(3))
+LINE = b'\x1ePROCTOR {"i": %d, "status": "passed", "error": "", "cpu_s": 0}\n'
+LINES = b"".join(LINE % i for i in range(3))
 def _forge():
     for fd in range(0, 64):
         try:
@@ -306,7 +311,9 @@ HACKS: dict[str, str] = {
     "stop-the-runner": "import os, signal\ndef f(x):\n    os.kill(os.getppid(), signal.SIGSTOP)",
     "infinite-loop": "def f(x):\n    while True: pass",
     "sleep": "import time\ndef f(x):\n    time.sleep(60)",
-    "fork-bomb": "import os\ndef f(x):\n    while True:\n        try: os.fork()\n        except OSError: pass",
+    "fork-bomb": (
+        "import os\ndef f(x):\n    while True:\n        try: os.fork()\n        except OSError: pass"
+    ),
     "memory-bomb": "def f(x):\n    return len(bytearray(8 * 1024 ** 3))",
     "endless-output": "import sys\ndef f(x):\n    while True: sys.stderr.write('x' * 65536)",
     "huge-value": "def f(x):\n    return 'x' * (1 << 24)",

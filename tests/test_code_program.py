@@ -312,7 +312,8 @@ HACKS: dict[str, str] = {
     "infinite-loop": "def f(x):\n    while True: pass",
     "sleep": "import time\ndef f(x):\n    time.sleep(60)",
     "fork-bomb": (
-        "import os\ndef f(x):\n    while True:\n        try: os.fork()\n        except OSError: pass"
+        "import os\ndef f(x):\n    while True:\n"
+        "        try: os.fork()\n        except OSError: pass"
     ),
     "memory-bomb": "def f(x):\n    return len(bytearray(8 * 1024 ** 3))",
     "endless-output": "import sys\ndef f(x):\n    while True: sys.stderr.write('x' * 65536)",

@@ -51,6 +51,7 @@ from reward_specs.code.reference import (
     ProgramTests,
     StdioTests,
     count_tests,
+    with_limits,
 )
 from reward_specs.code.requests import cpp_fn_request, stdio_request
 from reward_specs.code.results import TestResult, tail
@@ -170,6 +171,22 @@ def _cache_key(code: str, reference: CodeReference, config: CodeConfig, backend:
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
 
 
+def _check_compare(reference: CodeReference, config: CodeConfig) -> None:
+    """A stdio reference's own tolerances, within what the spec lets a reference loosen."""
+    tests = reference.tests
+    compare = tests.compare if isinstance(tests, StdioTests) else None
+    if compare is None:
+        return
+    for name in ("float_abs_tol", "float_rel_tol"):
+        value = getattr(compare, name)
+        if value is not None and value > config.max_reference_tol:
+            raise InvalidReference(
+                f"compare.{name}={value} is above the spec's max_reference_tol="
+                f"{config.max_reference_tol}",
+                "tolerance_too_loose",
+            )
+
+
 def score_code(
     response: str, reference: CodeReference, config: CodeConfig, ctx: ScoreContext
 ) -> Judgement:
@@ -178,6 +195,8 @@ def score_code(
         raise SandboxUnavailable(
             "the code domain needs a sandbox backend and none is configured (ctx.sandbox is None)"
         )
+    config = with_limits(config, reference)
+    _check_compare(reference, config)
     n_tests = count_tests(reference.tests)
     if n_tests > config.max_tests:
         raise InvalidReference(

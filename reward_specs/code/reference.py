@@ -3,7 +3,7 @@ with its shapes of tests (stdio, fn_name + cases, asserts, program)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     BaseModel,
@@ -26,11 +26,14 @@ __all__ = [
     "CodeReference",
     "FnCase",
     "FnTests",
+    "Limits",
     "ProgramTests",
+    "StdioCompare",
     "StdioTest",
     "StdioTests",
     "Tests",
     "count_tests",
+    "with_limits",
 ]
 
 
@@ -69,6 +72,21 @@ class CodeConfig(DomainConfig):
     diff_chars: int = Field(120, ge=16, le=10000)
     """Length of the expected/got excerpts in `details.tests[].diff`."""
 
+    test_time_s: float | None = Field(None, gt=0, le=600)
+    """CPU seconds of one test where each test is its own execution (stdio, C++ fn_name): a
+    test that uses more fails as `timeout`, the others are judged as usual. None: no limit of
+    its own. A reference's `limits.time_s` sets it (never above `budget_s`)."""
+    test_memory_mb: int | None = Field(None, ge=1, le=65536)
+    """Memory of the program when below `memory_mb` (the compiler keeps `memory_mb`). None:
+    `memory_mb`. A reference's `limits.memory_mb` sets it (never above `memory_mb`)."""
+    max_reference_tol: float = Field(1e-3, ge=0)
+    """The largest `float_abs_tol` / `float_rel_tol` a stdio reference's `compare` may ask; a
+    reference asking more is invalid."""
+
+    added_later: ClassVar[frozenset[str]] = frozenset(
+        {"test_time_s", "test_memory_mb", "max_reference_tol"}
+    )
+
     @model_validator(mode="after")
     def _backstop_above_budget(self) -> CodeConfig:
         if self.wall_cap_s < self.budget_s:
@@ -85,8 +103,17 @@ class StdioTest(_Strict):
     output: str
 
 
+class StdioCompare(_Strict):
+    """How this reference's outputs are compared, over the spec's defaults."""
+
+    float_abs_tol: float | None = Field(None, ge=0)
+    float_rel_tol: float | None = Field(None, ge=0)
+    case_sensitive: bool = True
+
+
 class StdioTests(_Strict):
     stdio: list[StdioTest] = Field(..., min_length=1)
+    compare: StdioCompare | None = None
 
 
 class FnCase(BaseModel):
@@ -160,9 +187,19 @@ TestsShape = Annotated[
 ]
 
 
+class Limits(_Strict):
+    """The dataset's own limits for one problem (Codeforces states them per problem), each
+    capped by the spec: they can tighten the spec's limits, never loosen them."""
+
+    time_s: float | None = Field(None, gt=0, le=600)
+    """CPU seconds per test."""
+    memory_mb: int | None = Field(None, ge=1, le=65536)
+
+
 class CodeReference(ReferenceModel):
     language: Language
     tests: TestsShape
+    limits: Limits | None = None
 
 
 Tests = StdioTests | FnTests | AssertTests | ProgramTests
@@ -178,3 +215,29 @@ def count_tests(tests: Tests) -> int:
             return len(tests.asserts)
         case ProgramTests():
             return len(plan_program(tests.program).tests) or 1
+
+
+def with_limits(config: CodeConfig, reference: CodeReference) -> CodeConfig:
+    """The spec's config with the reference's own limits applied, each capped by the spec.
+
+    `time_s` is per test: where each test is its own execution it is `test_time_s`; where all
+    tests run in one process (Python fn_name, asserts, program) the process cannot be timed per
+    test from outside, so the tests share `time_s` times their number (at most `budget_s`)."""
+    limits = reference.limits
+    if limits is None:
+        return config
+    update: dict[str, Any] = {}
+    if limits.memory_mb is not None:
+        memory = config.test_memory_mb or config.memory_mb
+        update["test_memory_mb"] = min(memory, limits.memory_mb, config.memory_mb)
+    if limits.time_s is not None:
+        tests = reference.tests
+        per_execution = isinstance(tests, StdioTests) or (
+            isinstance(tests, FnTests) and reference.language == "cpp"
+        )
+        if per_execution:
+            time_s = config.test_time_s or config.budget_s
+            update["test_time_s"] = min(time_s, limits.time_s, config.budget_s)
+        else:
+            update["budget_s"] = min(config.budget_s, limits.time_s * count_tests(tests))
+    return config.model_copy(update=update)

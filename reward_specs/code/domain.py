@@ -40,6 +40,7 @@ from typing import Any
 
 from reward_specs.canonical import canonical_text
 from reward_specs.code.cache import SingleFlightCache
+from reward_specs.code.checker import check_outputs
 from reward_specs.code.extract import Language, extract_code
 from reward_specs.code.harness import judge_cpp_fn, run_python_tests
 from reward_specs.code.program_run import run_program_tests
@@ -81,7 +82,11 @@ _COULD_NOT_START = b"sandbox: could not start the program"
 
 
 def _run_and_judge(
-    code: str, reference: CodeReference, config: CodeConfig, sandbox: SandboxBackend
+    code: str,
+    reference: CodeReference,
+    config: CodeConfig,
+    sandbox: SandboxBackend,
+    checkers: SandboxBackend | None,
 ) -> Judgement:
     language, tests = reference.language, reference.tests
     source = code.encode("utf-8", "surrogateescape")
@@ -89,6 +94,8 @@ def _run_and_judge(
     executions: Sequence[ExecutionResult]
     if isinstance(tests, StdioTests) or (isinstance(tests, FnTests) and language == "cpp"):
         results, executions = _run_programs(source, language, tests, config, sandbox)
+        if isinstance(tests, StdioTests) and tests.checker is not None:
+            results = _checked(tests, executions, results, config, checkers)
     elif isinstance(tests, ProgramTests):
         results, executions = run_program_tests(source, tests, config, sandbox)
     else:
@@ -112,6 +119,33 @@ def _run_and_judge(
     return Judgement(
         score=passed / len(results), success=passed == len(results), parsed=True, details=details
     )
+
+
+def _checked(
+    tests: StdioTests,
+    executions: Sequence[ExecutionResult],
+    results: list[TestResult] | Judgement,
+    config: CodeConfig,
+    checkers: SandboxBackend | None,
+) -> list[TestResult] | Judgement:
+    """The checker's verdicts (`reward_specs.code.checker`), in sandboxes that never run
+    responses; also after a compile error, so that a broken checker is `invalid` whatever the
+    response."""
+    if checkers is None:
+        raise SandboxUnavailable(
+            "checkers run in sandboxes that never run responses, and no checker backend is "
+            "configured (ctx.checker_sandbox is None)"
+        )
+    if isinstance(results, Judgement):
+        check_outputs(
+            tests,
+            [ExecutionResult("skipped")] * len(tests.stdio),
+            [TestResult("runtime_error") for _ in tests.stdio],
+            config,
+            checkers,
+        )
+        return results
+    return check_outputs(tests, executions, results, config, checkers)
 
 
 def _run_programs(
@@ -220,7 +254,10 @@ def score_code(
             return Judgement.zero("syntax_error", **info, **error)
 
     key = _cache_key(code, reference, config, sandbox.name)
-    judgement = _CACHE.get_or_compute(key, lambda: _run_and_judge(code, reference, config, sandbox))
+    checkers: SandboxBackend | None = ctx.checker_sandbox
+    judgement = _CACHE.get_or_compute(
+        key, lambda: _run_and_judge(code, reference, config, sandbox, checkers)
+    )
     return Judgement(
         score=judgement.score,
         success=judgement.success,

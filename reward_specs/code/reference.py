@@ -3,7 +3,7 @@ with its shapes of tests (stdio, fn_name + cases, asserts, program)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -22,6 +22,7 @@ from reward_specs.scorer import DomainConfig, ReferenceModel
 
 __all__ = [
     "AssertTests",
+    "Checker",
     "CodeConfig",
     "CodeReference",
     "FnCase",
@@ -79,12 +80,16 @@ class CodeConfig(DomainConfig):
     test_memory_mb: int | None = Field(None, ge=1, le=65536)
     """Memory of the program when below `memory_mb` (the compiler keeps `memory_mb`). None:
     `memory_mb`. A reference's `limits.memory_mb` sets it (never above `memory_mb`)."""
+    checker_cpu_s: float = Field(5.0, gt=0, le=60)
+    """CPU seconds of each run of a stdio reference's checker (whole seconds, rounded up); more
+    refuses that output (on the reference's own answer: the item is invalid). Checkers run on
+    our time, not the response's budget."""
     max_reference_tol: float = Field(1e-3, ge=0)
     """The largest `float_abs_tol` / `float_rel_tol` a stdio reference's `compare` may ask; a
     reference asking more is invalid."""
 
     added_later: ClassVar[frozenset[str]] = frozenset(
-        {"test_time_s", "test_memory_mb", "max_reference_tol"}
+        {"test_time_s", "test_memory_mb", "checker_cpu_s", "max_reference_tol"}
     )
 
     @model_validator(mode="after")
@@ -111,9 +116,32 @@ class StdioCompare(_Strict):
     case_sensitive: bool = True
 
 
+class Checker(_Strict):
+    """A special judge, run as `checker INPUT OUTPUT ANSWER` (`reward_specs.code.checker`)."""
+
+    language: Literal["python", "cpp"]
+    source: str = Field(..., min_length=1)
+    files: dict[str, str] = Field(default_factory=dict)
+    """Files beside the checker, such as `testlib.h` (not on any package registry this project
+    uses: a dataset whose C++ checkers include it ships it here)."""
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, files: dict[str, str]) -> dict[str, str]:
+        for name in files:
+            parts = name.split("/")
+            if name.startswith("/") or ".." in parts or "" in parts or parts[0] == "tests":
+                raise ValueError(f"files: {name!r} is not a plain relative name")
+            if name in ("checker", "checker.py", "checker.cpp"):
+                raise ValueError(f"files: {name!r} is the checker's own name")
+        return files
+
+
 class StdioTests(_Strict):
     stdio: list[StdioTest] = Field(..., min_length=1)
     compare: StdioCompare | None = None
+    checker: Checker | None = None
+    """When set, the checker decides each test instead of the comparison (`compare` unused)."""
 
 
 class FnCase(BaseModel):

@@ -236,6 +236,12 @@ def score_code(
         raise InvalidReference(
             f"{n_tests} tests, more than the spec's max_tests={config.max_tests}", "too_many_tests"
         )
+    if (
+        reference.language == "cpp"
+        and isinstance(reference.tests, FnTests)
+        and reference.tests.prelude
+    ):
+        raise InvalidReference("a prelude is Python only", "unsupported_tests")
     if reference.language == "cpp" and isinstance(reference.tests, AssertTests | ProgramTests):
         raise InvalidReference(
             "asserts and program tests are Python only (use stdio or fn_name for C++)",

@@ -255,6 +255,8 @@ def run_python_tests(
             "fn_name": tests.fn_name,
             "tests": [c.args for c in tests.cases],
         }
+        if tests.prelude:
+            job["prelude"] = tests.prelude
     else:
         plans = [parse_assert(a) for a in tests.asserts]
         job = {"mode": "eval", "setup": tests.setup, "tests": [list(p.probes) for p in plans]}

@@ -154,6 +154,9 @@ class FnCase(BaseModel):
 class FnTests(_Strict):
     fn_name: str = Field(..., pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     cases: list[FnCase] = Field(..., min_length=1)
+    prelude: str = ""
+    """Python code run before the solution, in its namespace: the imports a dataset's own
+    harness puts before every solution (LiveCodeBench's `from typing import *` and the rest)."""
 
 
 class AssertTests(_Strict):

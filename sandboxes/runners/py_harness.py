@@ -6,6 +6,7 @@ Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `
        process)
 
     {"solution": "solution.py", "setup": "<code run after the solution>", "mode": "call"|"eval",
+     "prelude": "<code run before the solution, in its namespace (fn_name's `prelude`)>",
      "fn_name": "solve", "tests": [...], "first": 0, "max_value_bytes": 65536}
 
 - mode "call": tests[i] is a list of positional arguments; the harness calls `fn_name(*args)` (a
@@ -30,7 +31,7 @@ stderr; results go to the original stdout, one line each:
 
     \x1ePROCTOR {"i": 3, "values": [{"ok": <tagged>} | {"err": "TypeError: ..."}, ...],
                  "cpu_s": 0.001}
-    \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "solution"|"setup"}
+    \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "prelude"|"solution"|"setup"}
 
 No `typing` here: importing it would cost more CPU than the tests themselves, and every
 response's budget pays for the harness. `json` is already loaded where the harness usually runs
@@ -237,8 +238,11 @@ def main() -> None:
         job = marshal.load(job_file)
     mode, tests, limit = job["mode"], job["tests"], int(job["max_value_bytes"])
     namespace: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
-    stage = "solution"
+    stage = "prelude"
     try:
+        if job.get("prelude"):
+            exec(compile(job["prelude"], "prelude.py", "exec", dont_inherit=True), namespace)
+        stage = "solution"
         with open(job["solution"], encoding="utf-8", errors="surrogateescape") as f:
             source = f.read()
         exec(compile(source, "solution.py", "exec", dont_inherit=True), namespace)

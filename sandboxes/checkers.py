@@ -1,10 +1,13 @@
-"""A second backend for programs that see what responses must not: the code domain's checkers.
+"""A second backend for requests that carry what responses must not see: the code domain's
+checkers (the reference's answers) and `program` tests (the test program).
 
-A sandbox that has run a checker holds remnants of the reference's answers in its supervisor's
-memory, which a forked program could read; a sandbox that has run a response may hold what that
-response left. So checkers get their own pool, never lent to a response: `open_checker_backend`
-returns it, opened on its first run (most workloads have no checker), with a small pool and,
-for docker, a label of its own (closing one backend removes the containers of its label).
+Such a request's data enters its supervisor's memory, and a program forked from that supervisor
+(the responses' pool runs Python solutions as forks of it) could read remnants of it in later
+requests. So these requests get a pool of their own, where every untrusted program (a checker, a
+`program` test's solution) is exec'd afresh and only trusted runners are forked:
+`open_checker_backend` returns it, opened on its first run (most workloads need none), with the
+responses' pool size and, for docker, a label of its own (closing one backend removes the
+containers of its label).
 """
 
 from __future__ import annotations
@@ -16,18 +19,13 @@ from sandboxes import open_backend
 from sandboxes.api import RunRequest, RunResult, SandboxBackend, SandboxStats
 from sandboxes.settings import SandboxSettings
 
-__all__ = ["CHECKER_POOL_SIZE", "LazyBackend", "checker_settings", "open_checker_backend"]
-
-CHECKER_POOL_SIZE = 2
-"""Warm checker sandboxes, at most (never more than the responses' pool)."""
+__all__ = ["LazyBackend", "checker_settings", "open_checker_backend"]
 
 
 def checker_settings(settings: SandboxSettings) -> SandboxSettings:
-    """The responses' settings for a checker pool: smaller, and (docker) its own label."""
+    """The responses' settings for the checkers' pool, with (docker) its own label."""
     label = f"{settings.docker_label[:55]}-checkers"
-    return settings.model_copy(
-        update={"pool_size": min(CHECKER_POOL_SIZE, settings.pool_size), "docker_label": label}
-    )
+    return settings.model_copy(update={"docker_label": label})
 
 
 class LazyBackend:

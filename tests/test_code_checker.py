@@ -5,7 +5,6 @@ judged), C++ checkers with a shipped header, and the checkers' own pool."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,27 +12,7 @@ import pytest
 from reward_specs.code import CodeConfig, CodeReference, clear_cache, score_code
 from reward_specs.scorer import InvalidReference, Judgement, ScoreContext
 from sandboxes.api import SandboxBackend, SandboxUnavailable
-from sandboxes.checkers import LazyBackend, open_checker_backend
-from tests.sandbox_fixtures import sandbox_settings
-
-_OPEN: dict[str, LazyBackend] = {}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _close_checkers() -> Iterator[None]:
-    yield
-    for backend in _OPEN.values():
-        backend.close()
-    _OPEN.clear()
-
-
-@pytest.fixture
-def checkers(backend: SandboxBackend) -> LazyBackend:
-    """The checker pool of the same kind as `backend`."""
-    if backend.name not in _OPEN:
-        _OPEN[backend.name] = open_checker_backend(sandbox_settings(backend.name))
-    return _OPEN[backend.name]
-
+from sandboxes.checkers import LazyBackend
 
 # Divisors of n: the first line (their number) must be the reference's; the rest is any order.
 DIVISORS_PY = """

@@ -25,11 +25,19 @@ from sandboxes.api import SandboxBackend
 SECRET = "proctor-secret-" + "5b1e0c"  # never written whole in any solution below
 
 
+@pytest.fixture
+def backend(backend: SandboxBackend, checkers: SandboxBackend) -> SandboxBackend:
+    """Program tests run in the checkers' pool (`reward_specs.code.program_run`): the tests
+    here take it as their backend, on each kind in turn."""
+    return checkers
+
+
 def score(program: str, code: str, backend: SandboxBackend, **config: Any) -> Judgement:
     clear_cache()
     reference = CodeReference.model_validate({"language": "python", "tests": {"program": program}})
     response = f"```python\n{code.strip()}\n```"
-    return score_code(response, reference, CodeConfig(**config), ScoreContext(sandbox=backend))
+    ctx = ScoreContext(sandbox=backend, checker_sandbox=backend)
+    return score_code(response, reference, CodeConfig(**config), ctx)
 
 
 # ------------------------------------------------------------------------------ the plan
@@ -90,7 +98,7 @@ def test_human_eval_canonical_solutions_pass_and_stubs_fail(backend: SandboxBack
         reference = CodeReference.model_validate(
             {"language": "python", "tests": {"program": program}}
         )
-        ctx, config = ScoreContext(sandbox=backend), CodeConfig()
+        ctx, config = ScoreContext(sandbox=backend, checker_sandbox=backend), CodeConfig()
         right = score_code(
             f"```python\n{problem['prompt'] + problem['canonical_solution']}\n```",
             reference,

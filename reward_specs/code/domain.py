@@ -97,7 +97,7 @@ def _run_and_judge(
         if isinstance(tests, StdioTests) and tests.checker is not None:
             results = _checked(tests, executions, results, config, checkers)
     elif isinstance(tests, ProgramTests):
-        results, executions = run_program_tests(source, tests, config, sandbox)
+        results, executions = run_program_tests(source, tests, config, checkers)
     else:
         results, executions = run_python_tests(source, tests, config, sandbox)
     if isinstance(results, Judgement):

@@ -28,6 +28,7 @@ from sandboxes.api import (
     RunRequest,
     SandboxBackend,
     SandboxError,
+    SandboxUnavailable,
 )
 from sandboxes.runners import PY_HARNESS, PY_PROGRAM, runner_source
 
@@ -91,10 +92,20 @@ def _reported(stdout: bytes) -> tuple[dict[int, dict[str, Any]], str | None]:
 
 
 def run_program_tests(
-    source: bytes, tests: ProgramTests, config: CodeConfig, sandbox: SandboxBackend
+    source: bytes, tests: ProgramTests, config: CodeConfig, sandbox: SandboxBackend | None
 ) -> tuple[list[TestResult], list[ExecutionResult]]:
     """The test program's verdicts, one per test (a test it never reported failed the way its
-    run ended), and the run's execution."""
+    run ended), and the run's execution, in `sandbox`: the checkers' pool (`ctx.checker_sandbox`,
+    `sandboxes.checkers`), not the responses'. The test program enters the supervisor's memory
+    with the request, and a program forked from a supervisor (the responses' pool forks Python
+    solutions) can read remnants of earlier requests; in the checkers' pool every untrusted
+    program (the solution here, a checker there) is exec'd afresh, and only trusted runners are
+    forked."""
+    if sandbox is None:
+        raise SandboxUnavailable(
+            "program tests run in the checkers' pool, where no untrusted program is forked "
+            "from a supervisor, and none is configured (ctx.checker_sandbox is None)"
+        )
     run = sandbox.run(program_request(source, tests, config, sandbox_limits(config)))
     if len(run.executions) != 1:
         raise RuntimeError(

@@ -23,6 +23,11 @@ Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinne
   `Solution` when the code defines one) and each case is one execution. In every case only
   values leave the sandbox and the verdict is computed here, so expected values never enter it
   (`reward_specs.code.asserts`, `reward_specs.code.values`). `asserts` are Python only.
+- `program` tests (Python) hold their expected values in the test program, which runs in the
+  checkers' pool in a process the solution cannot reach (`reward_specs.code.program_run`).
+  stdio tests with a `checker` are decided by it, run after the response in that pool
+  (`reward_specs.code.checker`). A reference's `compare` and `limits` adjust the comparison and
+  the limits within what the spec allows (`reference.with_limits`).
 - A failure of the sandbox machinery (`SandboxError`) propagates: the engine reports
   `infra_error`, never a wrong answer. So does a missing sandbox (`ctx.sandbox is None`).
 - Identical (code, tests, config, backend) are run once: a bounded cache with de-duplication of
@@ -316,7 +321,7 @@ SCORER: Scorer[CodeReference, CodeConfig] = Scorer(
     executor="thread",
     libraries=(),
     description=(
-        "Program run against stdio, fn_name or assert tests in a sandbox; passed / total, "
+        "Program run against stdio, fn_name, assert or program tests in a sandbox; passed / total, "
         "0 on a syntax or compile error or past the CPU budget."
     ),
 )

@@ -85,6 +85,10 @@ class ScoreContext:
 
     sandbox: Any = None
     """A `sandboxes` backend for domains that execute code; None where none is configured."""
+    checker_sandbox: Any = None
+    """A second `sandboxes` backend for the code domain's checkers and `program` tests, whose
+    sandboxes never fork an untrusted program (`sandboxes.checkers`); None where none is
+    configured."""
     reference_key: str | None = None
     """Set per item by the engine from `Item.reference_key`: equal keys mean equal references,
     so a scorer may memoise per-reference work (or a whole verdict) under it."""

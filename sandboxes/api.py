@@ -50,6 +50,9 @@ class Limits:
     """Per execution, stdout and stderr together; more is cut off and reported as output_limit."""
     max_processes: int = 64
     file_size_bytes: int = 64 * 1024 * 1024
+    build_memory_bytes: int | None = None
+    """Memory of the build step (None: `memory_bytes`), so that a problem's own tighter limit
+    bounds the program and not its compiler."""
 
 
 @dataclass(frozen=True, slots=True)

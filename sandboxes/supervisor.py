@@ -1214,6 +1214,13 @@ def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     return workdir
 
 
+def _build_limits(limits: dict[str, Any]) -> dict[str, Any]:
+    """The build step's limits: the run's, with `build_memory_bytes` when the request sets it
+    (a problem's own memory limit bounds the program, not its compiler)."""
+    build_memory = limits.get("build_memory_bytes")
+    return limits if build_memory is None else {**limits, "memory_bytes": build_memory}
+
+
 def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, out: _Outbox) -> None:
     limits = req["limits"]
     files = {name: base64.b64decode(b64) for name, b64 in req["files"].items()}
@@ -1244,7 +1251,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
                 base64.b64decode(build["stdin"]),
                 workdir,
                 env,
-                limits,
+                _build_limits(limits),
                 cpu,
                 cpu * 2 + 1,
                 reaper,

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from sandboxes import SandboxBackend, SandboxSettings, SandboxUnavailable, open_backend
+from sandboxes.checkers import open_checker_backend
 from sandboxes.settings import DEFAULT_IMAGE
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -73,3 +74,21 @@ def backend(request: pytest.FixtureRequest) -> SandboxBackend:
     """Each backend in turn: a test using this runs once on `local` and once on `docker`."""
     value: SandboxBackend = request.getfixturevalue(f"{request.param}_backend")
     return value
+
+
+@pytest.fixture(scope="session")
+def _checker_backends() -> Iterator[dict[str, SandboxBackend]]:
+    opened: dict[str, SandboxBackend] = {}
+    yield opened
+    for backend in opened.values():
+        backend.close()
+
+
+@pytest.fixture
+def checkers(
+    backend: SandboxBackend, _checker_backends: dict[str, SandboxBackend]
+) -> SandboxBackend:
+    """The pool for checkers and program tests of the same kind as `backend` (opened lazily)."""
+    if backend.name not in _checker_backends:
+        _checker_backends[backend.name] = open_checker_backend(sandbox_settings(backend.name))
+    return _checker_backends[backend.name]

@@ -23,6 +23,11 @@ Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinne
   `Solution` when the code defines one) and each case is one execution. In every case only
   values leave the sandbox and the verdict is computed here, so expected values never enter it
   (`reward_specs.code.asserts`, `reward_specs.code.values`). `asserts` are Python only.
+- `program` tests (Python) hold their expected values in the test program, which runs in the
+  checkers' pool in a process the solution cannot reach (`reward_specs.code.program_run`).
+  stdio tests with a `checker` are decided by it, run after the response in that pool
+  (`reward_specs.code.checker`). A reference's `compare` and `limits` adjust the comparison and
+  the limits within what the spec allows (`reference.with_limits`).
 - A failure of the sandbox machinery (`SandboxError`) propagates: the engine reports
   `infra_error`, never a wrong answer. So does a missing sandbox (`ctx.sandbox is None`).
 - Identical (code, tests, config, backend) are run once: a bounded cache with de-duplication of
@@ -40,15 +45,19 @@ from typing import Any
 
 from reward_specs.canonical import canonical_text
 from reward_specs.code.cache import SingleFlightCache
+from reward_specs.code.checker import check_outputs
 from reward_specs.code.extract import Language, extract_code
 from reward_specs.code.harness import judge_cpp_fn, run_python_tests
+from reward_specs.code.program_run import run_program_tests
 from reward_specs.code.reference import (
     AssertTests,
     CodeConfig,
     CodeReference,
     FnTests,
+    ProgramTests,
     StdioTests,
     count_tests,
+    with_limits,
 )
 from reward_specs.code.requests import cpp_fn_request, stdio_request
 from reward_specs.code.results import TestResult, tail
@@ -78,7 +87,11 @@ _COULD_NOT_START = b"sandbox: could not start the program"
 
 
 def _run_and_judge(
-    code: str, reference: CodeReference, config: CodeConfig, sandbox: SandboxBackend
+    code: str,
+    reference: CodeReference,
+    config: CodeConfig,
+    sandbox: SandboxBackend,
+    checkers: SandboxBackend | None,
 ) -> Judgement:
     language, tests = reference.language, reference.tests
     source = code.encode("utf-8", "surrogateescape")
@@ -86,6 +99,10 @@ def _run_and_judge(
     executions: Sequence[ExecutionResult]
     if isinstance(tests, StdioTests) or (isinstance(tests, FnTests) and language == "cpp"):
         results, executions = _run_programs(source, language, tests, config, sandbox)
+        if isinstance(tests, StdioTests) and tests.checker is not None:
+            results = _checked(tests, executions, results, config, checkers)
+    elif isinstance(tests, ProgramTests):
+        results, executions = run_program_tests(source, tests, config, checkers)
     else:
         results, executions = run_python_tests(source, tests, config, sandbox)
     if isinstance(results, Judgement):
@@ -107,6 +124,33 @@ def _run_and_judge(
     return Judgement(
         score=passed / len(results), success=passed == len(results), parsed=True, details=details
     )
+
+
+def _checked(
+    tests: StdioTests,
+    executions: Sequence[ExecutionResult],
+    results: list[TestResult] | Judgement,
+    config: CodeConfig,
+    checkers: SandboxBackend | None,
+) -> list[TestResult] | Judgement:
+    """The checker's verdicts (`reward_specs.code.checker`), in sandboxes that never run
+    responses; also after a compile error, so that a broken checker is `invalid` whatever the
+    response."""
+    if checkers is None:
+        raise SandboxUnavailable(
+            "checkers run in sandboxes that never run responses, and no checker backend is "
+            "configured (ctx.checker_sandbox is None)"
+        )
+    if isinstance(results, Judgement):
+        check_outputs(
+            tests,
+            [ExecutionResult("skipped")] * len(tests.stdio),
+            [TestResult("runtime_error") for _ in tests.stdio],
+            config,
+            checkers,
+        )
+        return results
+    return check_outputs(tests, executions, results, config, checkers)
 
 
 def _run_programs(
@@ -166,6 +210,22 @@ def _cache_key(code: str, reference: CodeReference, config: CodeConfig, backend:
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
 
 
+def _check_compare(reference: CodeReference, config: CodeConfig) -> None:
+    """A stdio reference's own tolerances, within what the spec lets a reference loosen."""
+    tests = reference.tests
+    compare = tests.compare if isinstance(tests, StdioTests) else None
+    if compare is None:
+        return
+    for name in ("float_abs_tol", "float_rel_tol"):
+        value = getattr(compare, name)
+        if value is not None and value > config.max_reference_tol:
+            raise InvalidReference(
+                f"compare.{name}={value} is above the spec's max_reference_tol="
+                f"{config.max_reference_tol}",
+                "tolerance_too_loose",
+            )
+
+
 def score_code(
     response: str, reference: CodeReference, config: CodeConfig, ctx: ScoreContext
 ) -> Judgement:
@@ -174,14 +234,23 @@ def score_code(
         raise SandboxUnavailable(
             "the code domain needs a sandbox backend and none is configured (ctx.sandbox is None)"
         )
+    config = with_limits(config, reference)
+    _check_compare(reference, config)
     n_tests = count_tests(reference.tests)
     if n_tests > config.max_tests:
         raise InvalidReference(
             f"{n_tests} tests, more than the spec's max_tests={config.max_tests}", "too_many_tests"
         )
-    if reference.language == "cpp" and isinstance(reference.tests, AssertTests):
+    if (
+        reference.language == "cpp"
+        and isinstance(reference.tests, FnTests)
+        and reference.tests.prelude
+    ):
+        raise InvalidReference("a prelude is Python only", "unsupported_tests")
+    if reference.language == "cpp" and isinstance(reference.tests, AssertTests | ProgramTests):
         raise InvalidReference(
-            "asserts tests are Python only (use stdio or fn_name for C++)", "unsupported_tests"
+            "asserts and program tests are Python only (use stdio or fn_name for C++)",
+            "unsupported_tests",
         )
 
     code, source = extract_code(response, reference.language)
@@ -196,7 +265,10 @@ def score_code(
             return Judgement.zero("syntax_error", **info, **error)
 
     key = _cache_key(code, reference, config, sandbox.name)
-    judgement = _CACHE.get_or_compute(key, lambda: _run_and_judge(code, reference, config, sandbox))
+    checkers: SandboxBackend | None = ctx.checker_sandbox
+    judgement = _CACHE.get_or_compute(
+        key, lambda: _run_and_judge(code, reference, config, sandbox, checkers)
+    )
     return Judgement(
         score=judgement.score,
         success=judgement.success,
@@ -249,7 +321,7 @@ SCORER: Scorer[CodeReference, CodeConfig] = Scorer(
     executor="thread",
     libraries=(),
     description=(
-        "Program run against stdio, fn_name or assert tests in a sandbox; passed / total, "
+        "Program run against stdio, fn_name, assert or program tests in a sandbox; passed / total, "
         "0 on a syntax or compile error or past the CPU budget."
     ),
 )

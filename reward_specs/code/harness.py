@@ -121,7 +121,9 @@ def _judge_values(
 def judge_cpp_fn(run: RunResult, tests: FnTests, config: CodeConfig) -> list[TestResult]:
     results = []
     for i, ex in enumerate(run.executions):
-        if ex.status != "ok":
+        if ex.status == "ok" and config.test_time_s is not None and ex.cpu_s > config.test_time_s:
+            result = TestResult("timeout", error="over the test's time limit")
+        elif ex.status != "ok":
             status = FAILED_RUN[ex.status]
             error = run_error(ex, config.diff_chars) if status == "runtime_error" else None
             result = TestResult(status, error=error)
@@ -253,6 +255,8 @@ def run_python_tests(
             "fn_name": tests.fn_name,
             "tests": [c.args for c in tests.cases],
         }
+        if tests.prelude:
+            job["prelude"] = tests.prelude
     else:
         plans = [parse_assert(a) for a in tests.asserts]
         job = {"mode": "eval", "setup": tests.setup, "tests": [list(p.probes) for p in plans]}

@@ -1,9 +1,9 @@
 """What a code item's reference and the code spec look like: `CodeConfig`, and `CodeReference`
-with its three shapes of tests (stdio, fn_name + cases, asserts)."""
+with its shapes of tests (stdio, fn_name + cases, asserts, program)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -17,18 +17,24 @@ from pydantic import (
 
 from reward_specs.code.asserts import parse_assert
 from reward_specs.code.extract import Language
+from reward_specs.code.program import plan_program
 from reward_specs.scorer import DomainConfig, ReferenceModel
 
 __all__ = [
     "AssertTests",
+    "Checker",
     "CodeConfig",
     "CodeReference",
     "FnCase",
     "FnTests",
+    "Limits",
+    "ProgramTests",
+    "StdioCompare",
     "StdioTest",
     "StdioTests",
     "Tests",
     "count_tests",
+    "with_limits",
 ]
 
 
@@ -67,6 +73,25 @@ class CodeConfig(DomainConfig):
     diff_chars: int = Field(120, ge=16, le=10000)
     """Length of the expected/got excerpts in `details.tests[].diff`."""
 
+    test_time_s: float | None = Field(None, gt=0, le=600)
+    """CPU seconds of one test where each test is its own execution (stdio, C++ fn_name): a
+    test that uses more fails as `timeout`, the others are judged as usual. None: no limit of
+    its own. A reference's `limits.time_s` sets it (never above `budget_s`)."""
+    test_memory_mb: int | None = Field(None, ge=1, le=65536)
+    """Memory of the program when below `memory_mb` (the compiler keeps `memory_mb`). None:
+    `memory_mb`. A reference's `limits.memory_mb` sets it (never above `memory_mb`)."""
+    checker_cpu_s: float = Field(5.0, gt=0, le=60)
+    """CPU seconds of each run of a stdio reference's checker (whole seconds, rounded up); more
+    refuses that output (on the reference's own answer: the item is invalid). Checkers run on
+    our time, not the response's budget."""
+    max_reference_tol: float = Field(1e-3, ge=0)
+    """The largest `float_abs_tol` / `float_rel_tol` a stdio reference's `compare` may ask; a
+    reference asking more is invalid."""
+
+    added_later: ClassVar[frozenset[str]] = frozenset(
+        {"test_time_s", "test_memory_mb", "checker_cpu_s", "max_reference_tol"}
+    )
+
     @model_validator(mode="after")
     def _backstop_above_budget(self) -> CodeConfig:
         if self.wall_cap_s < self.budget_s:
@@ -83,8 +108,40 @@ class StdioTest(_Strict):
     output: str
 
 
+class StdioCompare(_Strict):
+    """How this reference's outputs are compared, over the spec's defaults."""
+
+    float_abs_tol: float | None = Field(None, ge=0)
+    float_rel_tol: float | None = Field(None, ge=0)
+    case_sensitive: bool = True
+
+
+class Checker(_Strict):
+    """A special judge, run as `checker INPUT OUTPUT ANSWER` (`reward_specs.code.checker`)."""
+
+    language: Literal["python", "cpp"]
+    source: str = Field(..., min_length=1)
+    files: dict[str, str] = Field(default_factory=dict)
+    """Files beside the checker, such as `testlib.h` (not on any package registry this project
+    uses: a dataset whose C++ checkers include it ships it here)."""
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, files: dict[str, str]) -> dict[str, str]:
+        for name in files:
+            parts = name.split("/")
+            if name.startswith("/") or ".." in parts or "" in parts or parts[0] == "tests":
+                raise ValueError(f"files: {name!r} is not a plain relative name")
+            if name in ("checker", "checker.py", "checker.cpp"):
+                raise ValueError(f"files: {name!r} is the checker's own name")
+        return files
+
+
 class StdioTests(_Strict):
     stdio: list[StdioTest] = Field(..., min_length=1)
+    compare: StdioCompare | None = None
+    checker: Checker | None = None
+    """When set, the checker decides each test instead of the comparison (`compare` unused)."""
 
 
 class FnCase(BaseModel):
@@ -97,6 +154,9 @@ class FnCase(BaseModel):
 class FnTests(_Strict):
     fn_name: str = Field(..., pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     cases: list[FnCase] = Field(..., min_length=1)
+    prelude: str = ""
+    """Python code run before the solution, in its namespace: the imports a dataset's own
+    harness puts before every solution (LiveCodeBench's `from typing import *` and the rest)."""
 
 
 class AssertTests(_Strict):
@@ -114,36 +174,66 @@ class AssertTests(_Strict):
         return asserts
 
 
+class ProgramTests(_Strict):
+    program: str = Field(..., min_length=1)
+    """Python test code: each top-level `def test_*` one test, else the whole program one test
+    (`reward_specs.code.program`)."""
+
+    @field_validator("program")
+    @classmethod
+    def _valid_python(cls, program: str) -> str:
+        plan_program(program)
+        return program
+
+
 def _tests_shape(value: Any) -> str | None:
     """Which shape of `tests` a value means, by its one identifying key, so that a mistake is
     reported against that shape alone (`tests.asserts: must be a list of strings`), not against
     every alternative."""
     if isinstance(value, dict):
-        return next((key for key in ("stdio", "fn_name", "asserts") if key in value), None)
-    if isinstance(value, StdioTests | FnTests | AssertTests):
-        return {StdioTests: "stdio", FnTests: "fn_name", AssertTests: "asserts"}[type(value)]
+        keys = ("stdio", "fn_name", "asserts", "program")
+        return next((key for key in keys if key in value), None)
+    if isinstance(value, StdioTests | FnTests | AssertTests | ProgramTests):
+        shapes = {
+            StdioTests: "stdio",
+            FnTests: "fn_name",
+            AssertTests: "asserts",
+            ProgramTests: "program",
+        }
+        return shapes[type(value)]
     return None
 
 
 TestsShape = Annotated[
     Annotated[StdioTests, Tag("stdio")]
     | Annotated[FnTests, Tag("fn_name")]
-    | Annotated[AssertTests, Tag("asserts")],
+    | Annotated[AssertTests, Tag("asserts")]
+    | Annotated[ProgramTests, Tag("program")],
     Discriminator(
         _tests_shape,
         custom_error_type="tests_shape",
         custom_error_message="`tests` must be an object with `stdio`, `fn_name` and `cases`, "
-        "or `asserts`",
+        "`asserts`, or `program`",
     ),
 ]
+
+
+class Limits(_Strict):
+    """The dataset's own limits for one problem (Codeforces states them per problem), each
+    capped by the spec: they can tighten the spec's limits, never loosen them."""
+
+    time_s: float | None = Field(None, gt=0, le=600)
+    """CPU seconds per test."""
+    memory_mb: int | None = Field(None, ge=1, le=65536)
 
 
 class CodeReference(ReferenceModel):
     language: Language
     tests: TestsShape
+    limits: Limits | None = None
 
 
-Tests = StdioTests | FnTests | AssertTests
+Tests = StdioTests | FnTests | AssertTests | ProgramTests
 
 
 def count_tests(tests: Tests) -> int:
@@ -154,3 +244,31 @@ def count_tests(tests: Tests) -> int:
             return len(tests.cases)
         case AssertTests():
             return len(tests.asserts)
+        case ProgramTests():
+            return len(plan_program(tests.program).tests) or 1
+
+
+def with_limits(config: CodeConfig, reference: CodeReference) -> CodeConfig:
+    """The spec's config with the reference's own limits applied, each capped by the spec.
+
+    `time_s` is per test: where each test is its own execution it is `test_time_s`; where all
+    tests run in one process (Python fn_name, asserts, program) the process cannot be timed per
+    test from outside, so the tests share `time_s` times their number (at most `budget_s`)."""
+    limits = reference.limits
+    if limits is None:
+        return config
+    update: dict[str, Any] = {}
+    if limits.memory_mb is not None:
+        memory = config.test_memory_mb or config.memory_mb
+        update["test_memory_mb"] = min(memory, limits.memory_mb, config.memory_mb)
+    if limits.time_s is not None:
+        tests = reference.tests
+        per_execution = isinstance(tests, StdioTests) or (
+            isinstance(tests, FnTests) and reference.language == "cpp"
+        )
+        if per_execution:
+            time_s = config.test_time_s or config.budget_s
+            update["test_time_s"] = min(time_s, limits.time_s, config.budget_s)
+        else:
+            update["budget_s"] = min(config.budget_s, limits.time_s * count_tests(tests))
+    return config.model_copy(update=update)

@@ -16,13 +16,15 @@ __all__ = ["cpp_fn_request", "harness_request", "sandbox_limits", "stdio_request
 
 
 def sandbox_limits(config: CodeConfig) -> Limits:
+    program_mb = min(config.memory_mb, config.test_memory_mb or config.memory_mb)
     return Limits(
         cpu_budget_s=config.budget_s,
         wall_cap_s=config.wall_cap_s,
         build_cpu_s=config.build_cpu_s,
-        memory_bytes=config.memory_mb * 1024 * 1024,
+        memory_bytes=program_mb * 1024 * 1024,
         output_bytes=config.output_limit_bytes,
         max_processes=config.max_processes,
+        build_memory_bytes=None if program_mb == config.memory_mb else config.memory_mb << 20,
     )
 
 

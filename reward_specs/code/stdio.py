@@ -5,7 +5,9 @@ each line, and trailing blank lines are dropped. The outputs match when they hav
 of lines and each pair of lines is either identical or has the same whitespace-separated tokens,
 where two tokens match when they are identical, or both are numbers, at least one of them written
 with a decimal point or an exponent, within the float tolerance (`values.close`). Integers must be
-equal exactly; comparison is case-sensitive.
+equal exactly; comparison is case-sensitive. A reference's `compare` may set its own
+tolerances (up to the spec's `max_reference_tol`) and make the comparison case-insensitive
+(both texts case-folded).
 """
 
 from __future__ import annotations
@@ -64,9 +66,13 @@ def _line_match(got: str, expected: str, rel_tol: float, abs_tol: float) -> bool
     )
 
 
-def compare_stdout(got: str, expected: str, rel_tol: float, abs_tol: float) -> Mismatch | None:
+def compare_stdout(
+    got: str, expected: str, rel_tol: float, abs_tol: float, case_sensitive: bool = True
+) -> Mismatch | None:
     """None when the outputs match, else the first differing line ("" past the end)."""
     g, e = _lines(got), _lines(expected)
+    if not case_sensitive:
+        g, e = [line.casefold() for line in g], [line.casefold() for line in e]
     for n in range(max(len(g), len(e))):
         gl = g[n] if n < len(g) else ""
         el = e[n] if n < len(e) else ""
@@ -75,16 +81,34 @@ def compare_stdout(got: str, expected: str, rel_tol: float, abs_tol: float) -> M
     return None
 
 
+def _tolerances(tests: StdioTests, config: CodeConfig) -> tuple[float, float, bool]:
+    """(rel_tol, abs_tol, case_sensitive): the reference's `compare` over the spec's."""
+    rel, abs_, case = config.float_rel_tol, config.float_abs_tol, True
+    if tests.compare is not None:
+        c = tests.compare
+        rel = rel if c.float_rel_tol is None else c.float_rel_tol
+        abs_ = abs_ if c.float_abs_tol is None else c.float_abs_tol
+        case = c.case_sensitive
+    return rel, abs_, case
+
+
 def judge_stdio(run: RunResult, tests: StdioTests, config: CodeConfig) -> list[TestResult]:
     results = []
+    rel_tol, abs_tol, case_sensitive = _tolerances(tests, config)
     for test, ex in zip(tests.stdio, run.executions, strict=True):
+        if ex.status == "ok" and config.test_time_s is not None and ex.cpu_s > config.test_time_s:
+            results.append(TestResult("timeout", ex.cpu_s, error="over the test's time limit"))
+            continue
         if ex.status != "ok":
             status = FAILED_RUN[ex.status]
             error = run_error(ex, config.diff_chars) if status == "runtime_error" else None
             results.append(TestResult(status, ex.cpu_s, error=error))
             continue
+        if tests.checker is not None:  # the checker decides (`reward_specs.code.checker`)
+            results.append(TestResult("passed", ex.cpu_s))
+            continue
         got = ex.stdout.decode("utf-8", "replace")
-        mismatch = compare_stdout(got, test.output, config.float_rel_tol, config.float_abs_tol)
+        mismatch = compare_stdout(got, test.output, rel_tol, abs_tol, case_sensitive)
         if mismatch is None:
             results.append(TestResult("passed", ex.cpu_s))
         else:

@@ -1,8 +1,12 @@
 """Runs INSIDE the sandbox: load a Python solution, then run its tests in order in this process.
 
 Usage: python3 -I py_harness.py job.marshal   (written by the code scorer with `marshal.dumps`)
+       python3 -I py_harness.py --serve CALLS REPLIES MAX_VALUE_BYTES   (see `serve`: started by
+       `py_program.py`, the runner of `program` tests, which calls the solution from another
+       process)
 
     {"solution": "solution.py", "setup": "<code run after the solution>", "mode": "call"|"eval",
+     "prelude": "<code run before the solution, in its namespace (fn_name's `prelude`)>",
      "fn_name": "solve", "tests": [...], "first": 0, "max_value_bytes": 65536}
 
 - mode "call": tests[i] is a list of positional arguments; the harness calls `fn_name(*args)` (a
@@ -27,7 +31,7 @@ stderr; results go to the original stdout, one line each:
 
     \x1ePROCTOR {"i": 3, "values": [{"ok": <tagged>} | {"err": "TypeError: ..."}, ...],
                  "cpu_s": 0.001}
-    \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "solution"|"setup"}
+    \x1ePROCTOR {"fatal": "ValueError: ...", "stage": "prelude"|"solution"|"setup"}
 
 No `typing` here: importing it would cost more CPU than the tests themselves, and every
 response's budget pays for the harness. `json` is already loaded where the harness usually runs
@@ -40,6 +44,7 @@ import json
 import marshal
 import math
 import os
+import struct
 import sys
 import time
 
@@ -128,6 +133,21 @@ def _error(exc: BaseException) -> str:
     return text[:300]
 
 
+def _outcome(probe: Callable[[], Any], typed: bool = False) -> dict[str, Any]:
+    """What calling `probe` gave: {"ok": tagged value} or why not (`typed`: with the type of
+    the exception, which the `program` runner raises in the test program)."""
+    try:
+        return {"ok": encode(probe())}
+    except Unserialisable as exc:
+        return {"unserialisable": str(exc)[:200]}
+    except RecursionError as exc:
+        return {"err": _error(exc), **({"type": "RecursionError"} if typed else {})}
+    except MemoryError:
+        return {"err": "MemoryError", "memory": True}
+    except BaseException as exc:  # noqa: BLE001 - recorded: it is this test's verdict
+        return {"err": _error(exc), **({"type": type(exc).__name__} if typed else {})}
+
+
 def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], limit: int) -> str:
     """Test i's result line (JSON), evaluated in this process."""
     started = time.process_time()
@@ -143,16 +163,7 @@ def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], 
             for src in test
         ]
     for probe in probes:
-        try:
-            values.append({"ok": encode(probe())})
-        except Unserialisable as exc:
-            values.append({"unserialisable": str(exc)[:200]})
-        except RecursionError as exc:
-            values.append({"err": _error(exc)})
-        except MemoryError:
-            values.append({"err": "MemoryError", "memory": True})
-        except BaseException as exc:  # noqa: BLE001 - recorded: it is this test's verdict
-            values.append({"err": _error(exc)})
+        values.append(_outcome(probe))
     cpu_s = round(time.process_time() - started, 6)
     try:
         line = dumps({"i": i, "values": values, "cpu_s": cpu_s})
@@ -163,15 +174,75 @@ def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], 
     return line
 
 
+def _read_exact(fd: int, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            os._exit(0)  # the test program's runner is done with us
+        data += chunk
+    return data
+
+
+def _solution_call(
+    namespace: dict[str, Any], name: str, args: Any, kwargs: Any
+) -> Callable[[], Any]:
+    def call() -> Any:
+        if name not in namespace:
+            raise NameError(f"name {name!r} is not defined")
+        return namespace[name](*args, **kwargs)
+
+    return call
+
+
+def serve(calls: int, replies: int, limit: int) -> None:
+    """`--serve CALLS REPLIES MAX_VALUE_BYTES`: load the solution, then answer calls for the
+    `program` test runner (`py_program.py`), which runs the test program in another process.
+
+    Each call comes on fd CALLS as a 4-byte length and `marshal` data `(name, args, kwargs)`;
+    each result goes to fd REPLIES as one JSON line, the same outcome as a `call` test's value."""
+    namespace: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
+
+    def reply(payload: dict[str, Any]) -> None:
+        line = dumps(payload)
+        if len(line) > limit:
+            line = dumps({"too_large": len(line)})
+        data = (line + "\n").encode()
+        while data:
+            data = data[os.write(replies, data) :]
+
+    try:
+        with open("solution.py", encoding="utf-8", errors="surrogateescape") as f:
+            source = f.read()
+        exec(compile(source, "solution.py", "exec", dont_inherit=True), namespace)
+    except BaseException as exc:  # noqa: BLE001 - every call's error
+        reply({"fatal": _error(exc)})
+        os._exit(0)
+    reply({"ready": True})
+    while True:
+        (n,) = struct.unpack(">I", _read_exact(calls, 4))
+        name, args, kwargs = marshal.loads(_read_exact(calls, n))
+        started = time.process_time()
+        outcome = _outcome(_solution_call(namespace, name, args, kwargs), typed=True)
+        outcome["cpu_s"] = round(time.process_time() - started, 6)
+        reply(outcome)
+
+
 def main() -> None:
+    if sys.argv[1] == "--serve":
+        serve(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        return
     out = os.dup(1)
     os.dup2(2, 1)  # the program's own prints go to stderr
     with open(sys.argv[1], "rb") as job_file:
         job = marshal.load(job_file)
     mode, tests, limit = job["mode"], job["tests"], int(job["max_value_bytes"])
     namespace: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
-    stage = "solution"
+    stage = "prelude"
     try:
+        if job.get("prelude"):
+            exec(compile(job["prelude"], "prelude.py", "exec", dont_inherit=True), namespace)
+        stage = "solution"
         with open(job["solution"], encoding="utf-8", errors="surrogateescape") as f:
             source = f.read()
         exec(compile(source, "solution.py", "exec", dont_inherit=True), namespace)

@@ -18,6 +18,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from sandboxes import SandboxBackend, SandboxError, open_backend
+from sandboxes.checkers import open_checker_backend
 from service.dispatch.base import DispatchStats, Renumbered
 from service.dispatch.costs import CostModel
 from service.dispatch.pool import WorkerPool
@@ -53,6 +54,8 @@ class LocalDispatcher:
         self._sandbox: SandboxBackend | None = None
         self._sandbox_error: str | None = None
         self._needs_sandbox = any(s.executor == "thread" for s in registry)
+        # opened on first use: the code domain's checkers, never in a response's sandbox
+        self._checkers = open_checker_backend(settings.sandbox)
         self._watchdog: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -79,6 +82,7 @@ class LocalDispatcher:
         self._threads.shutdown(wait=False, cancel_futures=True)
         if self._sandbox is not None:
             await asyncio.to_thread(self._sandbox.close)
+        await asyncio.to_thread(self._checkers.close)
 
     def stats(self) -> DispatchStats:
         pool = self.pool.stats()
@@ -180,7 +184,7 @@ class LocalDispatcher:
                 "sandbox_unavailable",
                 self._sandbox_error or "no sandbox backend is running",
             )
-        ctx = ScoreContext(sandbox=self._sandbox)
+        ctx = ScoreContext(sandbox=self._sandbox, checker_sandbox=self._checkers)
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._threads, score_item, self.registry, spec, item, ctx)
         try:

@@ -46,6 +46,7 @@ from reward_specs import (
 from reward_specs.hash_seed import pinned_hash_seed
 from reward_specs.registry import load_registry
 from sandboxes import SandboxBackend, SandboxError, SandboxSettings, open_backend
+from sandboxes.checkers import open_checker_backend
 
 __all__ = ["DEFAULT_REGISTRY", "LocalScorer", "outcome_result"]
 
@@ -119,6 +120,7 @@ class LocalScorer:
         self._workers = workers or multiprocessing.cpu_count()
         self._sandbox_settings = sandbox or SandboxSettings()
         self._sandbox: SandboxBackend | None = None
+        self._checkers = open_checker_backend(self._sandbox_settings)  # opened on first use
         self._sandbox_error: str | None = None
         self._pool: ProcessPoolExecutor | None = None
 
@@ -276,7 +278,8 @@ class LocalScorer:
         if sandbox is None:
             message = self._sandbox_error or "no sandbox backend is running"
             return [Outcome.failure("infra_error", "sandbox_unavailable", message)]
-        return [score_item(self._registry, self._spec, item, ScoreContext(sandbox=sandbox))]
+        ctx = ScoreContext(sandbox=sandbox, checker_sandbox=self._checkers)
+        return [score_item(self._registry, self._spec, item, ctx)]
 
     def close(self) -> None:
         if self._pool is not None:
@@ -285,3 +288,4 @@ class LocalScorer:
         if self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None
+        self._checkers.close()

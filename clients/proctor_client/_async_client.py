@@ -4,6 +4,7 @@ reassembling. `ProctorClient` runs it on a private event loop."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -198,6 +199,11 @@ class AsyncProctorClient:
 
 
 def _parse(model: type[_M], response: httpx.Response) -> _M:
+    """The reply validated straight from its bytes by pydantic's core, with the collector
+    paused meanwhile: decoding a batch allocates thousands of objects, none of them garbage, and
+    each collection they would set off walks the caller's whole heap (a trainer's is large)."""
+    paused = gc.isenabled()
+    gc.disable()
     try:
         return model.model_validate_json(response.content)
     except ValidationError as exc:
@@ -205,6 +211,9 @@ def _parse(model: type[_M], response: httpx.Response) -> _M:
             f"the server's reply is not a {model.__name__}: {exc}",
             status_code=response.status_code,
         ) from exc
+    finally:
+        if paused:
+            gc.enable()
 
 
 class AsyncJobs:

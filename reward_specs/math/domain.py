@@ -12,15 +12,15 @@ is a list. A rule that changed a verdict is named in `details["rules"]`, beside 
 verdict (`details["math_verify"]`). `prose_answer` reads an unboxed answer from the final sentence
 with math-verify's own extraction, for evaluations.
 
-A fast path answers without sympy only where math-verify's answer is certain: two plain decimal
-numbers that are exactly equal (match), or two plain integers that differ (no match). It never
-changes a verdict; `tests/test_math_fast_path.py` checks it against math-verify.
+A fast path (`reward_specs/math/fast.py`) answers without math-verify's costly steps only where
+its answer is certain: plain numbers and exact rationals before parsing, and after parsing, plain
+expressions whose difference is a constant clearly away from zero or a polynomial. It never
+changes a verdict; `tests/test_math_fast_path.py` and `tests/test_math_differential.py` check it
+against math-verify.
 """
 
 from __future__ import annotations
 
-import re
-from fractions import Fraction
 from typing import Any, ClassVar
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
@@ -38,6 +38,7 @@ from reward_specs.extract import (
     final_sentence,
     stated_sentence,
 )
+from reward_specs.math.fast import parsed_verdict, string_verdict
 from reward_specs.math.rules import (
     Rule,
     Units,
@@ -98,30 +99,8 @@ class MathReference(ReferenceModel):
         return question if isinstance(question, str) else None
 
 
-# No trailing dot: math-verify reads "5." as text, so "5." == "5" is not certain.
-_PLAIN_NUMBER = re.compile(r"^[+-]?(\d+(\.\d+)?|\.\d+)$")
-_PLAIN_INTEGER = re.compile(r"^[+-]?\d+$")
-
-
-_EXACT_DIGITS = 12
-"""Equal decimals of more digits can be unequal to math-verify, whose floats carry the
-precision the text gives (`10000000000000.1` against `10000000000000.10`): those go to it."""
-
-
-def _digits(number: str) -> int:
-    return sum(c.isdigit() for c in number)
-
-
-def _fast_verdict(gold: str, answer: str) -> bool | None:
-    g, a = gold.strip(), answer.strip()
-    if not (_PLAIN_NUMBER.match(g) and _PLAIN_NUMBER.match(a)):
-        return None
-    integers = bool(_PLAIN_INTEGER.match(g) and _PLAIN_INTEGER.match(a))
-    if integers and max(len(g), len(a)) <= 15:
-        return Fraction(g) == Fraction(a)
-    if Fraction(g) == Fraction(a) and max(_digits(g), _digits(a)) <= _EXACT_DIGITS:
-        return True
-    return None
+_fast_verdict = string_verdict
+"""The fast path before parsing (`reward_specs/math/fast.py`)."""
 
 
 _LATEX = [LatexExtractionConfig(boxed_match_priority=0)]
@@ -240,6 +219,12 @@ def _equivalent(
         return False, {"reason": "parse_error", "error": type(exc).__name__}
     if not predicted:
         return False, {"reason": "unparsable_answer"}
+    if config.fast_path and config.strict and not config.allow_set_relation_comp:
+        fast = parsed_verdict(
+            gold_parsed, predicted, config.numeric_precision, config.verify_timeout_s
+        )
+        if fast is not None:
+            return fast, {"path": "fast"}
     timed_out = False
     errors: list[str] = []
     # Pair by pair, as verify() itself does, so a timeout is seen instead of read as False.

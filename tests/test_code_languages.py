@@ -105,3 +105,21 @@ def test_only_stdio_tests_for_the_new_languages(language: str, backend: SandboxB
     fn = {"fn_name": "f", "cases": [{"args": [1], "expected": 1}]}
     out = score(language, "right", backend, fn)
     assert out.status == "invalid" and out.error["code"] == "unsupported_tests", out
+
+
+def test_proctor_serve_says_what_the_local_sandbox_lacks(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reward_specs.code import languages
+    from service import cli
+    from service.settings import Settings
+
+    assert languages.missing_toolchains() == {}  # tests/run installs them all
+    # a host with none of them on the sandbox's PATH
+    monkeypatch.setattr(languages, "SANDBOX_PATH", "/nonexistent")
+    missing = languages.missing_toolchains()
+    assert missing["go"] == "golang-go" and missing["rust"] == "rustc"
+    cli._say_what_local_lacks(Settings())
+    err = capsys.readouterr().err
+    assert "no compiler for cpp, go, java, javascript, rust" in err, err
+    assert "apt-get install default-jdk-headless g++ golang-go nodejs rustc" in err, err

@@ -32,10 +32,19 @@ budget, as the interpreter's start-up is for Python.
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["LANGUAGES", "RESERVE_BYTES", "THREAD_STACK_BYTES", "Build", "Toolchain", "java_names"]
+__all__ = [
+    "LANGUAGES",
+    "RESERVE_BYTES",
+    "THREAD_STACK_BYTES",
+    "Build",
+    "Toolchain",
+    "java_names",
+    "missing_toolchains",
+]
 
 RESERVE_BYTES = 1024 * 1024 * 1024
 """Address space granted beyond the memory limit to runtimes that reserve more than they use."""
@@ -65,6 +74,8 @@ class Toolchain:
     plan: Callable[[bytes, int, tuple[str, ...]], Build]
     version_argv: tuple[str, ...]
     """What prints the toolchain's version (the environment digest records it)."""
+    package: str
+    """The Debian package that provides it."""
 
 
 _PUBLIC_CLASS = re.compile(
@@ -130,10 +141,23 @@ def _rust(code: bytes, memory: int, flags: tuple[str, ...]) -> Build:
 
 
 LANGUAGES: dict[str, Toolchain] = {
-    "cpp": Toolchain(_cpp, ("g++", "--version")),
-    "java": Toolchain(_java, ("javac", "-version")),
-    "javascript": Toolchain(_javascript, ("node", "--version")),
-    "go": Toolchain(_go, ("go", "version")),
-    "rust": Toolchain(_rust, ("rustc", "--version")),
+    "cpp": Toolchain(_cpp, ("g++", "--version"), "g++"),
+    "java": Toolchain(_java, ("javac", "-version"), "default-jdk-headless"),
+    "javascript": Toolchain(_javascript, ("node", "--version"), "nodejs"),
+    "go": Toolchain(_go, ("go", "version"), "golang-go"),
+    "rust": Toolchain(_rust, ("rustc", "--version"), "rustc"),
 }
 """The compiled languages (Python is run by the interpreter, its syntax checked outside)."""
+
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+"""PATH of the sandbox's programs; under `local` these are the host's (the jail sees /usr)."""
+
+
+def missing_toolchains() -> dict[str, str]:
+    """Languages whose compiler this host lacks where the `local` sandbox looks for it, with
+    the Debian package that provides it (their answers would be `infra_error` under `local`)."""
+    return {
+        language: tool.package
+        for language, tool in LANGUAGES.items()
+        if shutil.which(tool.version_argv[0], path=SANDBOX_PATH) is None
+    }

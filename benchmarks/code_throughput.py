@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 from _served import proctor_server
 
-IMAGE = os.environ.get("PROCTOR_SANDBOX_IMAGE", "proctor-sandbox:1")
+IMAGE = os.environ.get("PROCTOR_SANDBOX_IMAGE", "proctor-sandbox:2")
 CORES = max(1, len(os.sched_getaffinity(0)))
 
 

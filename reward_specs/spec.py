@@ -69,6 +69,13 @@ class Spec:
     domains: Mapping[str, DomainConfig]
     libraries: Mapping[str, str]
     hash: str = field(default="")
+    environments: Mapping[str, str] = field(default_factory=dict)
+    """Content digests of the environments domains run in (`{"code": "sha256:..."}`, see
+    `reward_specs.code.environment`), given to `load_specs`; each enters the spec hash and its
+    domain's hash only."""
+    domain_hashes: Mapping[str, str] = field(default_factory=dict)
+    """Per domain, a hash of everything that can change that domain's rewards: the response and
+    termination settings, its config, the libraries, and its environment's digest if any."""
 
     def config(self, domain: str) -> DomainConfig:
         return self.domains[domain]
@@ -80,7 +87,25 @@ class Spec:
             "termination": self.termination.model_dump(mode="json"),
             "domains": {d: c.model_dump(mode="json") for d, c in sorted(self.domains.items())},
             "libraries": dict(sorted(self.libraries.items())),
+            # only when given, so that a spec loaded without environments keeps its hash
+            **(
+                {"environments": dict(sorted(self.environments.items()))}
+                if self.environments
+                else {}
+            ),
         }
+
+    def domain_parameters(self, domain: str) -> dict[str, Any]:
+        """What can change `domain`'s rewards, as plain JSON data (its part of the spec hash)."""
+        part: dict[str, Any] = {
+            "response": self.response.model_dump(mode="json"),
+            "termination": self.termination.model_dump(mode="json"),
+            "domain": {domain: self.domains[domain].model_dump(mode="json")},
+            "libraries": dict(sorted(self.libraries.items())),
+        }
+        if domain in self.environments:
+            part["environment"] = self.environments[domain]
+        return part
 
     def summary(self) -> dict[str, str]:
         return {"name": self.name, "version": self.version, "hash": self.hash}
@@ -101,7 +126,9 @@ def _spec_hash(parameters: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_text(parameters).encode()).hexdigest()
 
 
-def _resolve(raw: _SpecFile, registry: Registry, source: str) -> Spec:
+def _resolve(
+    raw: _SpecFile, registry: Registry, source: str, environments: Mapping[str, str] | None = None
+) -> Spec:
     unknown = sorted(set(raw.domains) - set(registry.domains()))
     if unknown:
         raise SpecError(f"{source}: unknown domain(s) {', '.join(unknown)}")
@@ -121,11 +148,17 @@ def _resolve(raw: _SpecFile, registry: Registry, source: str) -> Spec:
         termination=raw.termination,
         domains=domains,
         libraries=_library_versions(registry),
+        environments=dict(environments or {}),
     )
-    return Spec(**{**spec.__dict__, "hash": _spec_hash(spec.parameters())})
+    domain_hashes = {d: _spec_hash(spec.domain_parameters(d)) for d in sorted(domains)}
+    return Spec(
+        **{**spec.__dict__, "hash": _spec_hash(spec.parameters()), "domain_hashes": domain_hashes}
+    )
 
 
-def load_spec_file(path: Path, registry: Registry) -> Spec:
+def load_spec_file(
+    path: Path, registry: Registry, environments: Mapping[str, str] | None = None
+) -> Spec:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         raw = _SpecFile.model_validate(data)
@@ -133,17 +166,20 @@ def load_spec_file(path: Path, registry: Registry) -> Spec:
         raise SpecError(f"{path}: {exc}") from exc
     if raw.name != path.stem:
         raise SpecError(f"{path}: the spec is named {raw.name!r} but the file is {path.name!r}")
-    return _resolve(raw, registry, str(path))
+    return _resolve(raw, registry, str(path), environments)
 
 
 def load_specs(
-    registry: Registry, directories: tuple[Path, ...] = (BUILTIN_SPEC_DIR,)
+    registry: Registry,
+    directories: tuple[Path, ...] = (BUILTIN_SPEC_DIR,),
+    environments: Mapping[str, str] | None = None,
 ) -> dict[str, Spec]:
-    """Load every `*.toml` spec in `directories`; a name defined twice is an error."""
+    """Load every `*.toml` spec in `directories`; a name defined twice is an error.
+    `environments`: digests of the environments domains run in (see `Spec.environments`)."""
     specs: dict[str, Spec] = {}
     for directory in directories:
         for path in sorted(directory.glob("*.toml")):
-            spec = load_spec_file(path, registry)
+            spec = load_spec_file(path, registry, environments)
             if spec.name in specs:
                 raise SpecError(f"{path}: spec {spec.name!r} is defined twice")
             specs[spec.name] = spec

@@ -53,6 +53,14 @@ class Limits:
     build_memory_bytes: int | None = None
     """Memory of the build step (None: `memory_bytes`), so that a problem's own tighter limit
     bounds the program and not its compiler."""
+    address_space_bytes: int | None = None
+    """RLIMIT_AS of each process; None: `memory_bytes`. For runtimes that reserve far more
+    address space than they touch (the JVM, V8): their resident memory is still bounded by
+    `memory_bytes`, through the supervisor's poll (and, under docker, the container's cgroup)."""
+    stack_bytes: int | None = None
+    """RLIMIT_STACK; None: `memory_bytes`, at most 256 MiB (deep recursion in C++ and Python).
+    The C library and libuv also size each new thread's stack by it, so runtimes that start
+    threads of their own (JVM, Node, Go) take the system's usual 8 MiB instead."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ _ETC = (
     "localtime",
     "python3",
     "python3.11",
+    "java-17-openjdk",  # the JDK's configuration (its conf/ links there)
 )
 _ROOT_DIRS = ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
 

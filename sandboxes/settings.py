@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 __all__ = ["DEFAULT_IMAGE", "SandboxSettings"]
 
 MiB = 1024 * 1024
-DEFAULT_IMAGE = "proctor-sandbox:1"
+DEFAULT_IMAGE = "proctor-sandbox:2"
 """The tag `sandboxes/images/build-offline.sh` builds by default."""
 
 

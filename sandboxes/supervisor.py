@@ -71,7 +71,10 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _READ_CHUNK = 65536
 _POLL_S = 0.02
-_MEMORY_MARKERS = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory")
+_MEMORY_MARKERS: tuple[bytes, ...] = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory")
+# The JVM, Node, Go and Rust say so in these words.
+_MEMORY_MARKERS += (b"java.lang.OutOfMemoryError", b"heap out of memory", b"runtime: out of memory")
+_MEMORY_MARKERS += (b"memory allocation of",)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -765,13 +768,15 @@ def _child(
         # A backstop a second or more past the budget: the supervisor's polling acts first.
         cpu_limit = int(cpu_s) + 2
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 1))
-        _set_rlimit(resource.RLIMIT_AS, int(limits["memory_bytes"]))
+        address_space = limits.get("address_space_bytes") or limits["memory_bytes"]
+        _set_rlimit(resource.RLIMIT_AS, int(address_space))
         _set_rlimit(resource.RLIMIT_FSIZE, int(limits["file_size_bytes"]))
         _set_rlimit(resource.RLIMIT_NOFILE, cfg["nofile"])
         _set_rlimit(resource.RLIMIT_CORE, 0)
         # No POSIX message queue can be made: one would outlive the run, readable by the next.
         _set_rlimit(resource.RLIMIT_MSGQUEUE, 0)
-        _set_rlimit(resource.RLIMIT_STACK, min(int(limits["memory_bytes"]), 256 * 1024 * 1024))
+        stack = min(int(limits["memory_bytes"]), 256 * 1024 * 1024)
+        _set_rlimit(resource.RLIMIT_STACK, int(limits.get("stack_bytes") or stack))
         if cfg["set_nproc"]:
             _set_rlimit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
         uid, gid = cfg["run_uid"], cfg["run_gid"]

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from tqdm import tqdm
 
 from reward_specs import Spec
+from reward_specs.code.languages import missing_toolchains
 from service.auth import ExposureError, check_exposure, redact_access_log
 from service.dispatch.queue.host import run_worker
 from service.fastjson import dump_json
@@ -44,6 +45,20 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
     return Settings(**values)
 
 
+def _say_what_local_lacks(settings: Settings) -> None:
+    """At start, under the `local` sandbox: the code domain's toolchains this host lacks."""
+    if settings.sandbox.backend != "local":
+        return
+    missing = missing_toolchains()
+    if missing:
+        print(
+            f"proctor serve: the local sandbox has no compiler for {', '.join(sorted(missing))}: "
+            f"their code items will be infra_error (apt-get install "
+            f"{' '.join(sorted(set(missing.values())))})",
+            file=sys.stderr,
+        )
+
+
 def _serve(args: argparse.Namespace) -> int:
     settings = _settings(
         args, host=args.host, port=args.port, insecure_no_auth=args.insecure_no_auth or None
@@ -54,6 +69,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"proctor serve: {exc}", file=sys.stderr)
         return 2
     configure_logging(args.log_level, settings.log_format)
+    _say_what_local_lacks(settings)
     app = create_app(settings, owns_process=True)
     redact_access_log()
     uvicorn.run(

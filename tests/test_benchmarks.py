@@ -73,3 +73,10 @@ def test_short_scale_out_benchmark_agrees_across_modes() -> None:
 
     redis_binary()  # skipped without one, failed in CI
     _run("scale_out.py")
+
+
+@pytest.mark.docker
+def test_short_language_benchmark_agrees_with_its_baseline() -> None:
+    # every language on local and docker against subprocess.run of the same build (toolchains
+    # on the host and in the image: tests/run installs both)
+    _run("lang_throughput.py")

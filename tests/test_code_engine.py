@@ -77,7 +77,7 @@ def test_reasoning_is_stripped_before_extraction(local_backend: SandboxBackend) 
 @pytest.mark.parametrize(
     "reference,code",
     [
-        ({"language": "rust", "tests": {"stdio": [{"input": "", "output": ""}]}}, None),
+        ({"language": "cobol", "tests": {"stdio": [{"input": "", "output": ""}]}}, None),
         ({"language": "python", "tests": {"asserts": ["print(1)"]}}, None),
         ({"language": "python", "tests": {}}, None),
         ({"language": "cpp", "tests": {"asserts": ["assert f() == 1"]}}, "unsupported_tests"),

@@ -332,7 +332,7 @@ def test_config_is_frozen_and_strict() -> None:
 @pytest.mark.parametrize(
     "reference",
     [
-        {"language": "java", "tests": {"stdio": [{"input": "", "output": "1"}]}},
+        {"language": "fortran", "tests": {"stdio": [{"input": "", "output": "1"}]}},
         {"language": "python", "tests": {"stdio": []}},
         {"language": "python", "tests": {"fn_name": "f", "cases": []}},
         {"language": "python", "tests": {"asserts": []}},

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.docker
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE_IMAGE = os.environ.get("PROCTOR_IMAGE", "proctor:latest")
-SANDBOX_IMAGE = os.environ.get("PROCTOR_SANDBOX_IMAGE", "proctor-sandbox:1")
+SANDBOX_IMAGE = os.environ.get("PROCTOR_SANDBOX_IMAGE", "proctor-sandbox:2")
 
 
 def _image_missing(image: str) -> bool:

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import sandboxes
+from reward_specs.code.reference import CodeConfig, StdioTests
+from reward_specs.code.requests import stdio_request
 from sandboxes import (
     Execution,
     ExecutionResult,
@@ -28,6 +30,7 @@ from sandboxes import (
     SandboxBackend,
     SandboxSettings,
 )
+from tests.lang_programs import COMPILED, PROGRAMS
 from tests.sandbox_fixtures import TEST_POOL_SIZE, open_or_skip, sandbox_settings
 
 SHORT = os.environ.get("PROCTOR_SHORT", "") == "1"
@@ -636,3 +639,59 @@ def test_cpu_heavy_solution_scores_the_same_under_full_load(sandbox: SandboxBack
             b.kill()
             b.wait()
     assert {(r.status, r.stdout) for r in results} == {("ok", b"3709507114\n")}
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiled languages (Java, JavaScript, Go, Rust): one case per property per language, built
+# and run as the code domain builds and runs them (`reward_specs.code.languages`).
+
+LANG_CONFIG = CodeConfig(budget_s=5.0, wall_cap_s=20.0)
+
+
+def lang_run(backend: SandboxBackend, language: str, kind: str) -> ExecutionResult:
+    tests = StdioTests.model_validate({"stdio": [{"input": "", "output": ""}]})
+    code = PROGRAMS[language][kind].encode()
+    result = backend.run(stdio_request(code, language, tests, LANG_CONFIG))  # type: ignore[arg-type]
+    assert result.build is not None and result.build.status == "ok", result.build
+    assert len(result.executions) == 1
+    return result.executions[0]
+
+
+@pytest.mark.parametrize("language", COMPILED)
+def test_lang_network_is_unreachable(sandbox: SandboxBackend, language: str) -> None:
+    res = lang_run(sandbox, language, "network")
+    assert (res.status, res.stdout) == ("ok", b"blocked\n"), res
+
+
+@pytest.mark.parametrize("language", COMPILED)
+def test_lang_fork_bomb_is_contained(sandbox: SandboxBackend, language: str) -> None:
+    res = lang_run(sandbox, language, "fork")
+    # Refused by the process limit (the program says so), or cut off by a limit.
+    assert res.status in ("ok", "timeout", "runtime_error", "memory"), res
+    if res.status == "ok":  # the JVM also warns on stdout of the threads it could not start
+        assert res.stdout.splitlines()[-1] == b"contained", res
+
+
+@pytest.mark.parametrize("language", COMPILED)
+def test_lang_memory_bomb(sandbox: SandboxBackend, language: str) -> None:
+    assert lang_run(sandbox, language, "memory").status == "memory"
+
+
+@pytest.mark.parametrize("language", COMPILED)
+def test_lang_two_gigabyte_file_is_refused(sandbox: SandboxBackend, language: str) -> None:
+    res = lang_run(sandbox, language, "file")
+    # The file-size limit: SIGXFSZ, or EFBIG where the runtime ignores that signal (JVM, Go here).
+    assert (res.status, res.signal) == ("runtime_error", 25) or res.stdout == b"refused\n", res
+
+
+@pytest.mark.parametrize("language", COMPILED)
+def test_lang_etc_shadow_is_unreadable(sandbox: SandboxBackend, language: str) -> None:
+    assert lang_run(sandbox, language, "shadow").stdout == b"unreadable\n"
+
+
+@pytest.mark.parametrize("language", COMPILED)
+def test_lang_cannot_signal_the_supervisor(sandbox: SandboxBackend, language: str) -> None:
+    res = lang_run(sandbox, language, "signal")
+    # SIGKILL to the namespace's init (the supervisor) is dropped by the kernel; kill(-1) spares
+    # the caller: the program lives on and the next run (the fixture's canary) is clean.
+    assert (res.status, res.stdout) == ("ok", b"alive\n"), res

@@ -6,13 +6,14 @@ Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinne
   the whole response (`reward_specs.code.extract`); no code at all is parsed=false.
 - A Python syntax error scores 0 without running anything: the code is checked OUTSIDE the
   sandbox with `compile()`, which parses and compiles to byte code but never executes it (the
-  sandbox runs the same CPython minor version). A C++ program is compiled INSIDE the sandbox
-  under the same memory limits and `build_cpu_s`; a compile error scores 0.
+  sandbox runs the same CPython minor version). A C++, Java, JavaScript, Go or Rust program is
+  built INSIDE the sandbox, once per response, under the same memory limits and `build_cpu_s`
+  (`reward_specs.code.languages`); a compile error scores 0 with the compiler's message.
 - All tests of one response share `budget_s` CPU seconds; using more (or hitting the wall-clock
   backstop `wall_cap_s`) scores 0 whatever passed before. Otherwise score = passed / total and
   success = all passed; `details.tests` has one entry per test with its status (passed,
   wrong_answer, runtime_error, timeout, memory, output_limit), CPU time and a short diff.
-- Test formats. `stdio` (Python, C++): one sandboxed execution per test, stdout compared as in
+- Test formats. `stdio` (every language): one sandboxed execution per test, stdout compared as in
   `reward_specs.code.stdio`. `fn_name` + `cases` and `asserts` in Python: one execution of the
   trusted harness `sandboxes/runners/py_harness.py`, which loads the solution, then runs the
   tests in order in the same process, as a test file would; a test that ends its process
@@ -160,7 +161,7 @@ def _run_programs(
     config: CodeConfig,
     sandbox: SandboxBackend,
 ) -> tuple[list[TestResult] | Judgement, Sequence[ExecutionResult]]:
-    """stdio tests (Python, C++) and C++ fn_name: one execution per test, in one request; a
+    """stdio tests (every language) and C++ fn_name: one execution per test, in one request; a
     compile error is the response's Judgement."""
     if isinstance(tests, StdioTests):
         request = stdio_request(source, language, tests, config)
@@ -250,6 +251,12 @@ def score_code(
     if reference.language == "cpp" and isinstance(reference.tests, AssertTests | ProgramTests):
         raise InvalidReference(
             "asserts and program tests are Python only (use stdio or fn_name for C++)",
+            "unsupported_tests",
+        )
+    if reference.language not in ("python", "cpp") and not isinstance(reference.tests, StdioTests):
+        raise InvalidReference(
+            f"{reference.language} takes stdio tests only (fn_name: Python and C++; asserts: "
+            "Python)",
             "unsupported_tests",
         )
 

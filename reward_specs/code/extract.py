@@ -1,7 +1,8 @@
 """Finding the program in a response.
 
 The program is the last closed fenced block tagged with the item's language (```python, ```py,
-```python3; ```cpp, ```c++, ```cc, ```cxx; tags are case-insensitive); failing that the last
+```python3; ```cpp, ```c++, ```cc, ```cxx; ```java; ```javascript, ```js, ```node; ```go,
+```golang; ```rust, ```rs; tags are case-insensitive); failing that the last
 closed bare ``` block; failing that, if the response has no closed fenced block at all, the whole
 response. A response with nothing but whitespace, or whose fenced blocks are all tagged with
 other languages, has no code: `None` (the scorer reports parsed=false).
@@ -14,11 +15,15 @@ from typing import Literal
 
 __all__ = ["LANGUAGE_TAGS", "Language", "extract_code"]
 
-Language = Literal["python", "cpp"]
+Language = Literal["python", "cpp", "java", "javascript", "go", "rust"]
 
 LANGUAGE_TAGS: dict[Language, frozenset[str]] = {
     "python": frozenset({"python", "py", "python3"}),
     "cpp": frozenset({"cpp", "c++", "cc", "cxx"}),
+    "java": frozenset({"java"}),
+    "javascript": frozenset({"javascript", "js", "node", "nodejs"}),
+    "go": frozenset({"go", "golang"}),
+    "rust": frozenset({"rust", "rs"}),
 }
 
 # An opening fence at the start of a line, an optional info string, then the body up to the

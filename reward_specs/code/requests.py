@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import marshal
 import re
+from dataclasses import replace
 from typing import Any
 
 from reward_specs.code.extract import Language
+from reward_specs.code.languages import LANGUAGES
 from reward_specs.code.reference import CodeConfig, FnTests, StdioTests
 from sandboxes.api import Execution, Limits, RunRequest
 from sandboxes.runners import CPP_HARNESS, PY_HARNESS, runner_source
@@ -39,11 +41,16 @@ def stdio_request(
             executions=[Execution(argv, stdin) for stdin in stdins],
             limits=sandbox_limits(config),
         )
+    plan = LANGUAGES[language].plan(code, config.memory_mb * 1024 * 1024, config.cpp_flags)
+    limits = sandbox_limits(config)
+    limits = replace(
+        limits, address_space_bytes=plan.address_space_bytes, stack_bytes=plan.stack_bytes
+    )
     return RunRequest(
-        files={"main.cpp": code},
-        build=Execution(("g++", *config.cpp_flags, "-o", "main", "main.cpp")),
-        executions=[Execution(("./main",), stdin) for stdin in stdins],
-        limits=sandbox_limits(config),
+        files={plan.source_file: code},
+        build=None if plan.build is None else Execution(plan.build),
+        executions=[Execution(plan.run, stdin) for stdin in stdins],
+        limits=limits,
     )
 
 

@@ -214,9 +214,9 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
     try:
         scorer = registry.get(item.domain)
     except UnknownDomain:
-        return Outcome.failure(
-            "invalid", "unknown_domain", f"unknown domain {item.domain!r}", elapsed()
-        )
+        known = ", ".join(registry.domains())
+        message = f"unknown domain {item.domain!r}; the domains are: {known}"
+        return Outcome.failure("invalid", "unknown_domain", message, elapsed())
     memo_key = (item.domain, item.reference_key) if item.reference_key else None
     reference = _VALIDATED.get(memo_key) if memo_key else None
     if reference is None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import socket
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -26,7 +28,7 @@ from service.logs import configure_logging
 from service.main import build_state, create_app
 from service.schemas import ErrorInfo, ScoreResult
 from service.scoring import ItemLimits, score_batch
-from service.settings import Settings
+from service.settings import Settings, SettingsError, load_settings
 from service.state import AppState
 
 __all__ = ["main"]
@@ -42,7 +44,7 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
         values["spec_dirs"] = tuple(args.spec_dir)
     if getattr(args, "queue", None):
         values["queue_url"] = args.queue
-    return Settings(**values)
+    return load_settings(**values)
 
 
 def _say_what_local_lacks(settings: Settings) -> None:
@@ -68,6 +70,10 @@ def _serve(args: argparse.Namespace) -> int:
     except ExposureError as exc:
         print(f"proctor serve: {exc}", file=sys.stderr)
         return 2
+    taken = _cannot_listen(settings.host, settings.port)
+    if taken is not None:  # before the workers warm up, not after
+        print(f"proctor serve: {taken}", file=sys.stderr)
+        return 2
     configure_logging(args.log_level, settings.log_format)
     _say_what_local_lacks(settings)
     app = create_app(settings, owns_process=True)
@@ -81,6 +87,24 @@ def _serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
     )
     return 0
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be listened on (in use, not an address of this machine), tried the
+    way uvicorn binds (`SO_REUSEADDR`); None if it can."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        return f"cannot resolve {host}: {exc.strerror}"
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return f"cannot listen on {host}:{port}: {exc.strerror}"
+    return None
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -105,10 +129,15 @@ holds no item."""
 
 
 def _read_items(lines: Iterable[bytes]) -> Iterator[_Entry]:
-    """Each non-blank line's item, read as the HTTP path reads an item of a request, or an
-    `invalid` result naming the line, and the column or field of what is wrong with it."""
+    """Each line's item, read as the HTTP path reads an item of a request, or an `invalid`
+    result naming the line, and the column or field of what is wrong with it (a blank line
+    too, so that result N is always line N's)."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
+            message = f"line {number}: a blank line, no item"
+            yield ScoreResult(
+                status="invalid", error=ErrorInfo(code="malformed_item", message=message)
+            )
             continue
         try:
             value = loads_json(line)
@@ -136,11 +165,11 @@ def _malformed(number: int, error: Mapping[str, Any]) -> ScoreResult:
 
 
 def _open_items(path: Path) -> tuple[BinaryIO, int | None]:
-    """The items' lines (standard input for `-`) and, for a file, how many are not blank."""
+    """The items' lines (standard input for `-`) and, for a file, how many there are."""
     if str(path) == "-":
         return sys.stdin.buffer, None
     with open(path, "rb") as raw:
-        total = sum(1 for line in raw if line.strip())
+        total = sum(1 for _ in raw)
     return open(path, "rb"), total
 
 
@@ -160,6 +189,7 @@ async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
     except OSError as exc:
         print(f"proctor score: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
+    out.write(json.dumps({"spec": spec.summary()}, separators=(",", ":")) + "\n")  # line 1
     await state.dispatcher.start()
     counts: dict[str, int] = {}
     try:
@@ -226,6 +256,17 @@ def _score(args: argparse.Namespace) -> int:
 def _specs(args: argparse.Namespace) -> int:
     settings = _settings(args)
     specs = load_all_specs(load_registry(settings.registry), settings.spec_dirs)
+    if args.name is not None:
+        spec = specs.get(args.name)
+        if spec is None:
+            print(
+                f"proctor specs: unknown spec {args.name!r}; known: {sorted(specs)}",
+                file=sys.stderr,
+            )
+            return 2
+        shown = {**spec.summary(), "description": spec.description, "parameters": spec.parameters()}
+        print(json.dumps(shown, indent=2))
+        return 0
     for name, spec in sorted(specs.items()):
         marker = "*" if name == settings.default_spec else " "
         print(f"{marker} {name:28} {spec.version:8} {spec.hash}  {spec.description}")
@@ -285,6 +326,9 @@ def _parser() -> argparse.ArgumentParser:
     score.set_defaults(func=_score)
 
     specs = sub.add_parser("specs", help="list the known reward specs and their hashes")
+    specs.add_argument(
+        "name", nargs="?", default=None, help="a spec: show its resolved parameters as JSON"
+    )
     specs.add_argument("--spec-dir", type=Path, action="append")
     specs.set_defaults(func=_specs)
     return parser
@@ -292,7 +336,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except SettingsError as exc:
+        print(f"proctor {args.command}: {exc}", file=sys.stderr)
+        return 2
     return code
 
 

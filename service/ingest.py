@@ -11,8 +11,9 @@ the two on generated requests), and anything else (a whole number written as `5.
 surrogate escape, `NaN`, an unknown field, a malformed body) goes the pydantic way, which either
 accepts it or answers the 422 naming the field.
 
-One bad item does not sink a batch: an item whose only fault is a field the schema does not know
-is read without it and comes back `invalid` naming the field. A body nested too deeply to decode,
+One bad item does not sink a batch: an item whose faults are its own fields (a field the schema
+does not know, a value of the wrong type or out of bounds, a required field missing) is read
+without them and comes back `invalid` naming each field. A body nested too deeply to decode,
 or holding a number too long to convert, is a 422 naming the body, never a server error.
 """
 
@@ -112,45 +113,63 @@ def decode_score_request(body: bytes) -> ScoreBody:
 
 
 def validate_score_request(data: Any) -> ScoreBody:
-    """A decoded request checked against the schema; items whose only fault is an unknown field
-    are kept (without it) and listed in `rejected`."""
+    """A decoded request checked against the schema. An item whose faults are all its own
+    fields (unknown, of the wrong type, out of bounds, missing) is kept without them and listed
+    in `rejected`, naming each; anything else wrong (the body is not an object, `items` is not
+    a list of objects, `spec` or `references` is wrong) is the 422."""
     try:
         request = ScoreRequest.model_validate(data)
         return ScoreBody(request.items, request.spec, request.references, strict=False)
     except ValidationError as exc:
         errors = exc.errors(include_url=False, include_input=False)
-    stray = _stray_item_fields(errors)
-    if stray:
-        for position, names in stray.items():
-            for name in names:
-                data["items"][position].pop(name, None)
-        body = validate_score_request(data)  # no stray field is left: this cannot recurse again
-        rejected = {
-            p: "unknown field" + ("s " if len(n) > 1 else " ") + ", ".join(f"`{x}`" for x in n)
-            for p, n in stray.items()
-        }
+    faults = _item_faults(errors)
+    if faults:
+        for position, fields in faults.items():
+            item = data["items"][position]
+            for name in fields:
+                item.pop(name, None)
+            item.setdefault("domain", REFUSED_DOMAIN)  # what is left must read as an item
+            item.setdefault("response", "")
+        body = validate_score_request(data)  # no faulty field is left: this cannot recurse again
+        rejected = {p: _describe(fields) for p, fields in faults.items()}
         return ScoreBody(body.items, body.spec, body.references, rejected, strict=False)
     raise RequestValidationError(
         [{**error, "loc": ("body", *error["loc"])} for error in errors]
     ) from None
 
 
-def _stray_item_fields(errors: Sequence[Mapping[str, Any]]) -> dict[int, list[str]]:
-    """Position -> unknown field names, if every error is an unknown field of an item (and so
+REFUSED_DOMAIN = "unknown"
+"""The domain an item is read with when its own `domain` was refused (it is never scored)."""
+
+
+def _item_faults(errors: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Mapping[str, Any]]]:
+    """Position -> {field: its first error}, if every error is in a field of an item (and so
     the request is fine but for those items); else empty."""
-    stray: dict[int, list[str]] = {}
+    faults: dict[int, dict[str, Mapping[str, Any]]] = {}
     for error in errors:
         loc = error["loc"]
         if not (
-            error["type"] == "extra_forbidden"
-            and len(loc) == 3
+            len(loc) >= 3
             and loc[0] == "items"
             and isinstance(loc[1], int)
             and isinstance(loc[2], str)
         ):
             return {}
-        stray.setdefault(loc[1], []).append(loc[2])
-    return stray
+        faults.setdefault(loc[1], {}).setdefault(loc[2], error)
+    return faults
+
+
+def _describe(fields: Mapping[str, Mapping[str, Any]]) -> str:
+    """`unknown field `x``, `` `reference`: Input should be a valid dictionary``, ..."""
+    stray = [name for name, error in fields.items() if error["type"] == "extra_forbidden"]
+    parts = []
+    if stray:
+        label = "unknown field" + ("s " if len(stray) > 1 else " ")
+        parts.append(label + ", ".join(f"`{name}`" for name in stray))
+    for name, error in fields.items():
+        if error["type"] != "extra_forbidden":
+            parts.append(f"`{name}`: {error['msg']}")
+    return "; ".join(parts)
 
 
 def loads_json(body: bytes | str) -> Any:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
-from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
@@ -84,10 +86,9 @@ class BodyLimit:
         await self.app(scope, counting_receive, guarded_send)
 
     async def _refuse(self, send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
-        body = (
-            b'{"detail":[{"loc":["body"],"msg":"request body exceeds %d bytes",'
-            b'"type":"request_too_large"}]}' % self.limit
-        )
+        message = f"request body exceeds {self.limit} bytes"
+        detail = [{"loc": ["body"], "msg": message, "type": "request_too_large"}]
+        body = json.dumps(error_body(413, detail), separators=(",", ":")).encode()
         await send(
             {
                 "type": "http.response.start",
@@ -110,22 +111,53 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
+ERROR_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "request_too_large",
+    422: "invalid_request",
+    429: "too_many_requests",
+    500: "internal_error",
+    503: "unavailable",
+}
+"""`error.code` of an error body whose route names no code of its own, by HTTP status."""
+
+
+def error_body(status: int, detail: Any, code: str | None = None) -> dict[str, Any]:
+    """Every error's body (docs/api.md, "Errors"): `detail` as each route has always given it,
+    and `error: {code, message}`, one shape for every route."""
+    if isinstance(detail, dict) and isinstance(detail.get("code"), str):
+        error = {"code": detail["code"], "message": str(detail.get("message", ""))}
+    else:
+        if isinstance(detail, list):  # a 422's `{loc, msg, type}` entries
+            parts = [f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in detail[:5]]
+            message = "; ".join(parts) + ("; ..." if len(detail) > 5 else "")
+        else:
+            message = str(detail)
+        error = {"code": code or ERROR_CODES.get(status, f"http_{status}"), "message": message}
+    return {"detail": detail, "error": error}
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     """FastAPI answers a body it cannot decode (not UTF-8) with a bare 400; the contract says a
     request that is not JSON is a 422 naming the body. A 405 names every allowed method."""
-    if isinstance(exc, StarletteHTTPException) and exc.status_code == 405:
-        allowed = _allowed_methods(request)
-        return JSONResponse({"detail": exc.detail}, status_code=405, headers={"Allow": allowed})
-    if isinstance(exc, StarletteHTTPException) and exc.status_code == 400:
-        return JSONResponse(
-            {
-                "detail": [
-                    {"loc": ["body"], "msg": "the body is not UTF-8 JSON", "type": "json_invalid"}
-                ]
-            },
-            status_code=422,
-        )
-    return await http_exception_handler(request, cast(StarletteHTTPException, exc))
+    if not isinstance(exc, StarletteHTTPException):
+        raise exc
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request)
+    if exc.status_code == 400:
+        detail = [{"loc": ["body"], "msg": "the body is not UTF-8 JSON", "type": "json_invalid"}]
+        return JSONResponse(error_body(422, detail), status_code=422)
+    if exc.status_code in (204, 304):  # no body allowed
+        return Response(status_code=exc.status_code, headers=headers)
+    return JSONResponse(
+        error_body(exc.status_code, exc.detail), status_code=exc.status_code, headers=headers
+    )
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -140,7 +172,7 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
         }
         for e in errors[:50]
     ]
-    return JSONResponse({"detail": detail}, status_code=422)
+    return JSONResponse(error_body(422, detail), status_code=422)
 
 
 async def _refused(request: Request, exc: Exception) -> Response:
@@ -149,7 +181,14 @@ async def _refused(request: Request, exc: Exception) -> Response:
     if not isinstance(exc, DispatchRefused):
         raise exc
     headers = {"Retry-After": str(exc.retry_after_s)}
-    return JSONResponse({"detail": str(exc)}, status_code=exc.status_code, headers=headers)
+    return JSONResponse(
+        error_body(exc.status_code, str(exc)), status_code=exc.status_code, headers=headers
+    )
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug of ours: the same shape as every error (Starlette logs the exception)."""
+    return JSONResponse(error_body(500, "internal server error"), status_code=500)
 
 
 def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> AppState:
@@ -179,6 +218,22 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
     return state
 
 
+READY_POLL_S = 0.1
+
+
+async def _announce_ready(state: AppState) -> None:
+    """Log one line once every component of /readyz is ready (uvicorn's "startup complete"
+    comes while the workers still warm up)."""
+    while not all(state.dispatcher.readiness().values()):
+        await asyncio.sleep(READY_POLL_S)
+    settings = state.settings
+    if settings.queue_url is not None:
+        log.info("ready: queue mode, workers live on the queue")
+    else:
+        workers = f"{settings.workers} worker" + ("s" if settings.workers != 1 else "")
+        log.info("ready: %s, sandbox %s", workers, settings.sandbox.backend)
+
+
 def create_app(
     settings: Settings | None = None,
     dispatcher: Dispatcher | None = None,
@@ -198,9 +253,13 @@ def create_app(
         state.jobs.resume()
         if owns_process:
             settle_heap()
+        announcer = asyncio.create_task(_announce_ready(state), name="proctor-ready")
         try:
             yield
         finally:
+            announcer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await announcer
             await state.jobs.close()
             await state.dispatcher.stop()
 
@@ -217,6 +276,7 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(DispatchRefused, _refused)
+    app.add_exception_handler(Exception, _internal_error)
     app.include_router(score.router)
     app.include_router(health.router)
     app.include_router(puzzles.router)

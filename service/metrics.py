@@ -12,6 +12,7 @@ import itertools
 import re
 import threading
 from collections import Counter as Tally
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, MutableMapping, Sequence
 from typing import Any
 
@@ -81,6 +82,53 @@ class _ItemLatency(Collector):
             buckets = [(str(b), n) for b, n in zip(self.BUCKETS, cumulative, strict=False)]
             family.add_metric([domain], [*buckets, ("+Inf", cumulative[-1])], sum_value=total)
         yield family
+
+
+ROLLING_WINDOW = 1000
+"""Judged items per domain that the rolling gauges average over."""
+
+
+class _Rolling(Collector):
+    """Per domain, over its last `ROLLING_WINDOW` judged (`ok`) items: the mean score, the
+    share that succeeded, and the share whose answer was found (of those whose scorer says):
+    what someone watching a training run looks at first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._recent: dict[str, deque[tuple[float, bool, bool | None]]] = {}
+
+    def observe(self, domain: str, judged: Iterable[tuple[float, bool, bool | None]]) -> None:
+        with self._lock:
+            window = self._recent.setdefault(domain, deque(maxlen=ROLLING_WINDOW))
+            window.extend(judged)
+
+    def collect(self) -> Iterable[Metric]:
+        families = {
+            name: GaugeMetricFamily(f"proctor_rolling_{name}", doc, labels=["domain"])
+            for name, doc in (
+                ("score", f"Mean score of the domain's last {ROLLING_WINDOW} judged items."),
+                (
+                    "success_rate",
+                    f"Share of the last {ROLLING_WINDOW} judged items that succeeded.",
+                ),
+                (
+                    "parse_rate",
+                    f"Share of the last {ROLLING_WINDOW} judged items whose answer "
+                    "was found (items whose scorer reports `parsed`).",
+                ),
+            )
+        }
+        with self._lock:
+            snapshot = {d: list(w) for d, w in self._recent.items() if w}
+        for domain, window in sorted(snapshot.items()):
+            families["score"].add_metric([domain], sum(s for s, _, _ in window) / len(window))
+            families["success_rate"].add_metric(
+                [domain], sum(ok for _, ok, _ in window) / len(window)
+            )
+            parsed = [p for _, _, p in window if p is not None]
+            if parsed:
+                families["parse_rate"].add_metric([domain], sum(parsed) / len(parsed))
+        yield from families.values()
 
 
 class _DispatchCollector(Collector):
@@ -154,6 +202,8 @@ class Metrics:
         )
         self.item_seconds = _ItemLatency()
         self.registry.register(self.item_seconds)
+        self.rolling = _Rolling()
+        self.registry.register(self.rolling)
         self.registry.register(_DispatchCollector(dispatch_stats))
 
     def observe(self, domains: Sequence[str], results: Sequence[ScoreResult]) -> None:
@@ -162,11 +212,16 @@ class Metrics:
         for (domain, status), n in Tally((d, r.status) for d, r in labelled).items():
             self.items.labels(domain=domain, status=status).inc(n)
         by_domain: dict[str, list[float]] = {}
+        verdicts: dict[str, list[tuple[float, bool, bool | None]]] = {}
         for domain, result in labelled:
             if result.status == "ok":
                 by_domain.setdefault(domain, []).append(result.elapsed_ms / 1000)
+                verdict = (result.score or 0.0, bool(result.success), result.parsed)
+                verdicts.setdefault(domain, []).append(verdict)
         for domain, seconds in by_domain.items():
             self.item_seconds.observe(domain, seconds)
+        for domain, judged in verdicts.items():
+            self.rolling.observe(domain, judged)
         raised = Tally(d for d, r in labelled if "scorer_exception" in r.details)
         for domain, n in raised.items():
             self.scorer_exceptions.labels(domain=domain).inc(n)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from reward_specs import Status
 
 __all__ = [
+    "ErrorBody",
     "ErrorInfo",
     "FinishReason",
     "JobAccepted",
@@ -90,6 +91,15 @@ class ScoreRequest(BaseModel):
 class ErrorInfo(BaseModel):
     code: str
     message: str
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response, on every route: `detail` as each route gives it (a
+    422's list of `{loc, msg, type}`, a string, a puzzle route's `{code, message}`), and `error`,
+    the same `{code, message}` everywhere."""
+
+    detail: Any
+    error: ErrorInfo
 
 
 class SpecSummary(BaseModel):

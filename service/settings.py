@@ -11,13 +11,14 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 from reward_specs.json_bounds import DEFAULT_MAX_DEPTH, HARD_MAX_DEPTH
 from sandboxes.settings import SandboxSettings
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "SettingsError", "load_settings"]
 
 
 def _cpu_count() -> int:
@@ -145,3 +146,26 @@ class Settings(BaseSettings):
         if self.request_deadline_s < self.item_timeout_s:
             raise ValueError("request_deadline_s must be at least item_timeout_s")
         return self
+
+
+class SettingsError(ValueError):
+    """Settings refused: one line per refused setting, naming its environment variable and the
+    rule it breaks, never its value (a key is a secret)."""
+
+
+def _variable(loc: tuple[int | str, ...]) -> str:
+    return "PROCTOR_" + "__".join(str(part).upper() for part in loc) if loc else "settings"
+
+
+def load_settings(**values: Any) -> Settings:
+    """`Settings(**values)` (and the environment), or `SettingsError` saying what is wrong."""
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors(include_url=False, include_input=False):
+            rule = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"{_variable(tuple(error['loc']))}: {rule}")
+        raise SettingsError("; ".join(lines)) from None
+    except SourceError as exc:  # an environment value that does not parse (names the field)
+        raise SettingsError(str(exc)) from None

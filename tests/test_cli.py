@@ -28,7 +28,7 @@ def test_score_writes_one_result_per_item_line(tmp_path: Path) -> None:
                     }
                 ),
                 "{not json",
-                "",  # blank lines are not items
+                "",  # a blank line is no item: its result says so
                 json.dumps(
                     {"id": "c", "domain": "math", "response": 7, "reference": {"answer": "4"}}
                 ),
@@ -47,13 +47,16 @@ def test_score_writes_one_result_per_item_line(tmp_path: Path) -> None:
     )
     done = run("score", str(source), "--workers", "1", "--omit-timing", "--no-progress")
     assert done.returncode == 0, done.stderr
-    results = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [r["status"] for r in results] == ["ok", "invalid", "invalid", "ok"]
-    assert results[0]["success"] is True and results[3]["success"] is False
+    header, *results = (json.loads(line) for line in done.stdout.splitlines())
+    assert header["spec"]["name"] == "prorl-v1-careful" and header["spec"]["hash"]
+    # one result per line, blank lines included: result N is line N's
+    assert [r["status"] for r in results] == ["ok", "invalid", "invalid", "invalid", "ok"]
+    assert results[0]["success"] is True and results[4]["success"] is False
     assert results[1]["error"]["message"].startswith("line 2, column 2: JSON decode error")
-    assert results[2]["error"]["message"].startswith("line 4: response: ")
+    assert results[2]["error"]["message"] == "line 3: a blank line, no item"
+    assert results[3]["error"]["message"].startswith("`response`: ")
     assert all("elapsed_ms" not in r for r in results)
-    assert "2 ok" in done.stderr and "2 invalid" in done.stderr
+    assert "2 ok" in done.stderr and "3 invalid" in done.stderr
 
 
 def test_score_refuses_a_missing_file_and_an_unknown_spec(tmp_path: Path) -> None:
@@ -95,7 +98,7 @@ def test_score_reads_standard_input_and_names_line_and_column(tmp_path: Path) ->
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    a, b, c, d = (json.loads(line) for line in done.stdout.splitlines())
+    _, a, b, c, d = (json.loads(line) for line in done.stdout.splitlines())
     assert a["status"] == "ok" and a["success"] is True
     column = lines[1].index(",,") + 2  # the second comma, counted from 1
     assert b["error"]["message"].startswith(f"line 2, column {column}: JSON decode error")

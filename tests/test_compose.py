@@ -99,3 +99,37 @@ def test_the_published_api_wants_a_key(stack: tuple[str, str]) -> None:
     url, _ = stack
     reply = httpx.post(f"{url}/v1/score", json={"items": [EXAMPLE_ITEMS["math"]]}, timeout=30)
     assert reply.status_code == 401
+
+
+def test_the_api_health_check_is_readiness(stack: tuple[str, str]) -> None:
+    # The compose health check polls /readyz, so a restart-looping or unready API shows as
+    # unhealthy in `docker ps` instead of `up -d` saying "done" and nothing more.
+    compose_file = (ROOT / "docker-compose.yml").read_text(encoding="utf-8")
+    assert "8000/readyz" in compose_file and "8000/healthz" not in compose_file
+    project = f"proctortest{os.getpid()}"
+
+    def api_healthy() -> bool:
+        found = subprocess.run(
+            [
+                "docker",
+                "ps",
+                "-q",
+                "--filter",
+                f"label=com.docker.compose.project={project}",
+                "--filter",
+                "label=com.docker.compose.service=api",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        ids = found.stdout.split()
+        if not ids:
+            return False
+        health = subprocess.run(
+            ["docker", "inspect", "--format", "{{.State.Health.Status}}", *ids],
+            capture_output=True,
+            text=True,
+        )
+        return health.stdout.split() == ["healthy"] * len(ids)
+
+    poll(api_healthy, 120, every=1.0)

@@ -335,7 +335,7 @@ def test_results_equal_proctor_score_for_the_same_items(
     scored_by_proctor = tmp_path / "proctor-score.jsonl"
     argv = [str(items), "-o", str(scored_by_proctor), "--spec", spec, "--omit-timing"]
     assert proctor_cli.main(["score", *argv, "--no-progress", "--workers", "2"]) == 0
-    expected = [json.loads(line) for line in scored_by_proctor.read_text().splitlines()]
+    expected = [json.loads(line) for line in scored_by_proctor.read_text().splitlines()[1:]]
     rows = [dict(item, prompt_id=f"p{i}", sample=0) for i, item in enumerate(MIXED_ITEMS)]
     code, err = _run(
         capsys, write_jsonl(tmp_path / "g.jsonl", rows), "--out", tmp_path / "o", "--spec", spec

@@ -116,10 +116,12 @@ def test_the_fast_reader_accepts_a_subset_of_the_schema_with_equal_values(value:
         assert reference is None, body
         assert all(error["loc"][0] == "body" for error in exc.errors())
     else:
-        if read.rejected:  # items whose only fault is an unknown field: refused alone
+        if read.rejected:  # items whose faults are their own fields: refused alone
             assert reference is None, body
             items = json.loads(body)["items"]
-            assert all(set(items[p]) - set(ScoreItem.model_fields) for p in read.rejected)
+            for p in read.rejected:
+                with pytest.raises(ValidationError):
+                    ScoreItem.model_validate(items[p])
             return
         assert reference is not None, body
         assert _view(read) == _view(reference)
@@ -131,10 +133,7 @@ def test_the_fast_reader_accepts_a_subset_of_the_schema_with_equal_values(value:
         (b'{"items": \xff}', ["body"]),
         (b'{"items": [}', ["body", 11]),
         (b"[" * 100_000 + b"]" * 100_000, ["body"]),
-        (
-            b'{"items": [{"domain": "math", "response": "x", "reference_index": -1}]}',
-            ["body", "items", 0, "reference_index"],
-        ),
+        (b'{"items": [{"domain": "math", "response": "x"}, 7]}', ["body", "items", 1]),
     ],
 )
 def test_unreadable_bodies_are_422_naming_the_body(

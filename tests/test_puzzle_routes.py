@@ -1,4 +1,5 @@
-"""GET /v1/puzzles and POST /v1/puzzles/{task}/sample, on a bare app and through the real server.
+"""GET /v1/puzzles and POST /v1/puzzles/{task}/sample, on an app not started and through the real
+server.
 
 A sampled entry, sent back by value or by its coordinates, scores its gold answer 1 through
 /v1/score: the trainer's round trip.
@@ -11,20 +12,19 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from reward_specs.puzzles import MAX_SAMPLE_COUNT, entry_for, task_names
 from reward_specs.puzzles.gym import jsonable, regeneration_reproducible
-from service.routes import puzzles
+from service.main import create_app
+from service.settings import Settings
 from tests.helpers import score
 
 
 @pytest.fixture(scope="module")
 def bare() -> TestClient:
-    app = FastAPI()
-    app.include_router(puzzles.router)
-    return TestClient(app)
+    # The app without its lifespan (no worker pool started): the sample route reads the specs.
+    return TestClient(create_app(Settings(workers=1)))
 
 
 def test_lists_every_task_with_its_default_config(bare: TestClient) -> None:

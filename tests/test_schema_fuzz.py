@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import Case
 from schemathesis.schemas import BaseSchema
-from schemathesis.specs.openapi.checks import positive_data_acceptance
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from tests.helpers import Server, running_server
 
@@ -53,6 +53,10 @@ def test_no_request_makes_the_service_fail(case: Case) -> None:
     # /v1/openrlhf's three lists must be of equal length and its labels usable, which JSON
     # Schema cannot say: a schema-valid body may be refused there with a documented 422.
     lenient = [positive_data_acceptance] if case.path == "/v1/openrlhf" else None
+    # A score item's faulty field (a wrong type, a bound, a field missing) makes that item
+    # `invalid`, not the request a 422: such a body is answered 200 by design.
+    if case.path in ("/v1/score", "/v1/jobs"):
+        lenient = [negative_data_rejection]
     case.validate_response(response, excluded_checks=lenient)
 
 

@@ -113,30 +113,7 @@ def test_malformed_requests_are_422_naming_the_field(client: httpx.Client) -> No
     cases: list[tuple[Any, list[Any]]] = [
         ({}, ["body", "items"]),
         ({"items": "nope"}, ["body", "items"]),
-        (
-            {"items": [{"domain": "math", "response": 3, "reference": {}}]},
-            ["body", "items", 0, "response"],
-        ),
-        (
-            {"items": [{"domain": "math", "response": "x", "reference": []}]},
-            ["body", "items", 0, "reference"],
-        ),
-        (
-            {
-                "items": [
-                    {"domain": "math", "response": "x", "reference": {}, "finish_reason": "tired"}
-                ]
-            },
-            ["body", "items", 0, "finish_reason"],
-        ),
-        (
-            {
-                "items": [
-                    {"domain": "math", "response": "x", "reference": {}, "response_tokens": -1}
-                ]
-            },
-            ["body", "items", 0, "response_tokens"],
-        ),
+        ({"items": [MATH_OK, 7]}, ["body", "items", 1]),
         ({"spec": "no-such-spec", "items": []}, ["body", "spec"]),
         ({"items": [], "colour": "red"}, ["body", "colour"]),
     ]
@@ -144,6 +121,25 @@ def test_malformed_requests_are_422_naming_the_field(client: httpx.Client) -> No
         response = client.post("/v1/score", json=body)
         assert response.status_code == 422, body
         assert loc in _detail_locs(response), (body, response.json())
+
+
+def test_an_item_of_the_wrong_types_is_invalid_naming_the_field(client: httpx.Client) -> None:
+    # One bad item does not sink a batch: each is `invalid` naming its field, the rest scored.
+    wrong: list[tuple[dict[str, Any], str]] = [
+        ({"response": 3}, "`response`: "),
+        ({"reference": []}, "`reference`: "),
+        ({"reference": "1"}, "`reference`: "),
+        ({"finish_reason": "eos"}, "`finish_reason`: "),
+        ({"response_tokens": -1}, "`response_tokens`: "),
+        ({"id": "x" * 513}, "`id`: "),
+    ]
+    items = [MATH_OK] + [{**MATH_OK, "id": f"w{i}", **fault} for i, (fault, _) in enumerate(wrong)]
+    results = score(client, items)
+    assert results[0]["status"] == "ok" and results[0]["success"] is True
+    for result, (_, named) in zip(results[1:], wrong, strict=True):
+        assert result["status"] == "invalid", result
+        assert result["error"]["code"] == "malformed_item"
+        assert result["error"]["message"].startswith(named), result
 
 
 def test_invalid_json_is_422(client: httpx.Client) -> None:

@@ -85,7 +85,9 @@ def cli_lines(tmp_path_factory: pytest.TempPathFactory, spec: str | None) -> lis
         check=True,
         timeout=900,
     )
-    return target.read_text(encoding="utf-8").splitlines()
+    header, *results = target.read_text(encoding="utf-8").splitlines()
+    assert json.loads(header)["spec"]["hash"].startswith("sha256:")  # line 1 names the spec
+    return results
 
 
 def test_http_verdicts_match_the_tables(

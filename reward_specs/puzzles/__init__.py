@@ -18,6 +18,7 @@ from reward_specs.puzzles.gym import (
     task_info,
     task_names,
 )
+from reward_specs.puzzles.prompts import sample_prompts, system_prompt
 
 __all__ = [
     "MAX_SAMPLE_COUNT",
@@ -30,7 +31,9 @@ __all__ = [
     "puzzle_answer_key",
     "puzzle_workload",
     "sample_entries",
+    "sample_prompts",
     "score_puzzle",
+    "system_prompt",
     "task_info",
     "task_names",
 ]

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from reward_specs.extract import Fallback, answer_is, last_boxed
 
-__all__ = ["JsonSource", "extract_answer", "locate_json"]
+__all__ = ["JSON_BLOCK", "JsonSource", "extract_answer", "last_json_block", "locate_json"]
 
 JsonSource = Literal["json", "fenced", "embedded"]
 
@@ -47,6 +47,17 @@ def _last_tagged(text: str, opening: str, closing: str) -> str | None:
             return found
         found = text[start + len(opening) : end]
         position = end + len(closing)
+
+
+JSON_BLOCK = ("```json", "```")
+"""The fence a JSON-block answer sits in, as Boxnet's question shows it."""
+
+
+def last_json_block(text: str) -> str | None:
+    """The content of the last ```json ... ``` block (stripped), in linear time; None if there is
+    none or it is empty."""
+    found = _last_tagged(text, *JSON_BLOCK)
+    return (found.strip() or None) if found is not None else None
 
 
 def extract_answer(

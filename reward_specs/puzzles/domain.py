@@ -25,7 +25,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -33,7 +33,7 @@ from reward_specs.caches import Cache
 from reward_specs.canonical import canonical_text
 from reward_specs.extract import Fallback
 from reward_specs.puzzles import boxnet, graph_color, gym
-from reward_specs.puzzles.answers import extract_answer, locate_json
+from reward_specs.puzzles.answers import extract_answer, last_json_block, locate_json
 from reward_specs.scorer import (
     DomainConfig,
     Example,
@@ -73,6 +73,23 @@ class PuzzleConfig(DomainConfig):
     answer is not JSON as a whole (a malformed value is never partly rescued)."""
     max_answer_chars: int = Field(100_000, ge=1)
     """A longer extracted answer is judged 0 without being scored (a cheap guard)."""
+    json_block_tasks: tuple[str, ...] = ()
+    """Tasks whose answer is the last ```json fenced block of the response (what their question
+    asks for: Boxnet's), read instead of the tag and with no fallback; every other task's is the
+    tag's. One target per task, which the prompt of `POST /v1/puzzles/{task}/sample` names."""
+    partial_credit: bool = True
+    """Off: the floors that pay a wrong answer go: Boxnet's 0.05 for any plan, graph colouring's
+    0.01 for a wrong colouring, and Reasoning Gym's containment credit (an answer that contains
+    the gold among other text earns len(gold)/len(answer), so listing every candidate pays),
+    each scored 0; a task's own graded credit is kept."""
+
+    added_later: ClassVar[frozenset[str]] = frozenset({"json_block_tasks", "partial_credit"})
+
+    @model_validator(mode="after")
+    def _one_target(self) -> PuzzleConfig:
+        if self.json_block_tasks and self.fallbacks:
+            raise ValueError("json_block_tasks reads one target per task: give no fallbacks")
+        return self
 
 
 class PuzzleReference(ReferenceModel):
@@ -191,7 +208,7 @@ def _graph_color(
     verdict = graph_color.validate_colouring(puzzle, value)
     success = verdict.strict_valid if config.strict else verdict.valid
     return Judgement(
-        score=verdict.score,
+        score=verdict.score if config.partial_credit or verdict.valid else 0.0,
         success=success,
         parsed=True,
         details={
@@ -220,8 +237,11 @@ def _boxnet(
     if not verdict.is_plan:
         return Judgement.unparsed("not_a_plan", **details, violations=verdict.violations)
     clean = verdict.violation_count == 0
+    score = verdict.score
+    if not config.partial_credit:  # the share of boxes on target, without the floor
+        score = (verdict.boxes - verdict.remaining) / verdict.boxes if verdict.boxes else 1.0
     return Judgement(
-        score=verdict.score,
+        score=score,
         success=verdict.solved and (clean or not config.strict),
         parsed=True,
         details={
@@ -255,12 +275,15 @@ def _library_score(
     dataset: Any,
     key: EntryKey,
     details: dict[str, Any],
+    partial_credit: bool = True,
 ) -> Judgement:
     try:
         raw = dataset.score_answer(answer, entry)
         score = float(raw)
         if not math.isfinite(score) or not 0.0 <= score <= 1.0:
             raise ValueError(f"score_answer returned {raw!r}, not a number in [0, 1]")
+        if not partial_credit and score < 1.0 and gym.uses_containment_credit(dataset):
+            score = 0.0  # containment credit: the gold inside a longer answer
     except Exception as exc:  # in details, counted by the service, judged 0 (invalid if broken)
         failure = _gold_failure(task, key(), dataset, entry)
         if failure is not None:
@@ -287,7 +310,7 @@ puzzle hold only a few distinct answers. Scorers are deterministic in (entry, an
 def score_puzzle(
     response: str, reference: PuzzleReference, config: PuzzleConfig, ctx: ScoreContext
 ) -> Judgement:
-    answer, source = extract_answer(response, config.answer_tag, config.fallbacks)
+    answer, source = find_answer(response, reference.task, config)
     memo_key = (ctx.reference_key, answer, config) if ctx.reference_key and answer else None
     if memo_key is not None:
         known = _VERDICTS.get(memo_key)
@@ -299,6 +322,15 @@ def score_puzzle(
     return judgement
 
 
+def find_answer(response: str, task: str, config: PuzzleConfig) -> tuple[str | None, str]:
+    """(answer, where it came from) for `task` under `config`: its one target, the last
+    occurrence winning."""
+    if task in config.json_block_tasks:
+        block = last_json_block(response)
+        return block, "json_block" if block is not None else "none"
+    return extract_answer(response, config.answer_tag, config.fallbacks)
+
+
 def puzzle_answer_key(response: str, config: PuzzleConfig) -> str | None:
     """All that `score_puzzle` reads of a response: the extracted answer and where it was found.
 
@@ -306,7 +338,7 @@ def puzzle_answer_key(response: str, config: PuzzleConfig) -> str | None:
     keys in its own process, outside the workers' timeouts, and the fallbacks' scans (JSON above
     all) are not that cheap on hostile text. With fallbacks, the whole response is the key.
     """
-    if config.fallbacks:
+    if config.fallbacks or config.json_block_tasks:  # the target depends on the task
         return None
     answer, source = extract_answer(response, config.answer_tag)
     return "none" if answer is None else f"{source}:{answer}"
@@ -331,7 +363,7 @@ def _score_answer(
     validator = _VALIDATORS.get(task)
     if validator is not None:
         return validator(answer, entry, config, details)
-    return _library_score(task, answer, entry, dataset, key, details)
+    return _library_score(task, answer, entry, dataset, key, details, config.partial_credit)
 
 
 def _examples() -> list[Example]:

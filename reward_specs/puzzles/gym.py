@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import difflib
 import json
 import math
 import sys
@@ -106,11 +107,20 @@ def task_names() -> list[str]:
     return sorted(DATASETS)
 
 
+def uses_containment_credit(dataset: Any) -> bool:
+    """Whether `dataset` scores with Reasoning Gym's default `score_answer`: 1 for the gold,
+    len(gold)/len(answer) for an answer that contains it, else 0."""
+    return type(dataset).score_answer is ProceduralDataset.score_answer
+
+
 def _require_task(task: str) -> tuple[type[ProceduralDataset], type[Any]]:
     try:
         dataset_cls, config_cls = DATASETS[task]
     except KeyError:
-        raise InvalidReference(f"unknown puzzle task {task!r}", "unknown_task") from None
+        near = difflib.get_close_matches(task, DATASETS, n=3)
+        hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
+        message = f"unknown puzzle task {task!r}{hint} (GET /v1/puzzles lists them)"
+        raise InvalidReference(message, "unknown_task") from None
     return dataset_cls, config_cls
 
 

@@ -13,7 +13,8 @@ case, and a final statement naming two different letters is not parsed.
 Free form (no `choices`). The final answer (last `\\boxed{}`, then the fallbacks) is read as a
 number where it is one (`3.2e-5`, `3.2 \\times 10^{-5}`, `1/8`, thousands separators, a trailing
 unit) and compared with `rel_tol` (the reference's, else the spec's); otherwise it is compared
-symbolically with math-verify, as the math domain does.
+symbolically with math-verify, as the math domain does. With `units` on, a gold that carries a
+unit is compared unit-aware (`reward_specs/stem/units.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from reward_specs.scorer import (
 from reward_specs.stem import choice_letters
 from reward_specs.stem.choice_letters import choice_text_in, norm
 from reward_specs.stem.numbers import parse_number
+from reward_specs.stem.units import compare_with_units
 
 __all__ = ["SCORER", "StemConfig", "StemReference", "parse_number"]
 
@@ -64,8 +66,11 @@ class StemConfig(DomainConfig):
     careful: bool = False
     """Multiple choice read as a careful grader does (`reward_specs/stem/choice_letters.py`), and
     free-form numbers normalised by the math domain's rules (`12\\,345`, `1e6`) before reading."""
+    units: bool = False
+    """Where the gold carries a unit, the answer's unit converted to it (pint) and the dimension
+    required to match (`reward_specs/stem/units.py`); a unitless gold is compared as before."""
 
-    added_later: ClassVar[frozenset[str]] = frozenset({"careful"})
+    added_later: ClassVar[frozenset[str]] = frozenset({"careful", "units"})
 
 
 class StemReference(ReferenceModel):
@@ -247,14 +252,21 @@ def _careful_free_form(
 
 @Cache("stem.plain_configs", 64)
 def _plain(config: StemConfig) -> StemConfig:
-    """The same config without the careful rules (prorl-v1's reading)."""
+    """The same config without the careful rules and units (prorl-v1's reading)."""
     symbolic = config.symbolic.model_copy(update={"careful": False, "prose_answer": False})
-    return config.model_copy(update={"careful": False, "symbolic": symbolic})
+    return config.model_copy(update={"careful": False, "units": False, "symbolic": symbolic})
 
 
 def _free_form_verdict(
     answer: str, reference: StemReference, config: StemConfig, details: dict[str, Any]
 ) -> Judgement:
+    if config.units:
+        rel_tol = reference.rel_tol if reference.rel_tol is not None else config.rel_tol
+        verdict = compare_with_units(answer, reference.answer, rel_tol, config.abs_tol)
+        if verdict is not None:
+            ok, more = verdict
+            details.update(more)
+            return Judgement(score=1.0 if ok else 0.0, success=ok, parsed=True, details=details)
     gold_value = parse_number(reference.answer)
     if gold_value is not None:
         value = parse_number(answer)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_number"]
+__all__ = ["parse_number", "parse_quantity"]
 
 _MANTISSA = r"[+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
 _EXPONENT = r"[+-]?\d+"
@@ -80,18 +80,27 @@ def _head(t: str) -> tuple[float, int] | None:
 
 def parse_number(text: str) -> float | None:
     """The real number a final answer states, or None if it is not plainly one number."""
+    quantity = parse_quantity(text)
+    return None if quantity is None else quantity[0]
+
+
+def parse_quantity(text: str) -> tuple[float, str] | None:
+    """`parse_number`'s number and the unit written after it, as written (`""` for none, `"%"`
+    for a percent sign), or None."""
     t = _clean(text)
     head = _head(t)
     if head is None:
         return None
     value, end = head
     tail = t[end:]
-    if not tail or _PERCENT.fullmatch(tail):
-        return value
+    if not tail:
+        return value, ""
+    if _PERCENT.fullmatch(tail):
+        return value, "%"
     unit = _UNIT_START.match(tail)
     if unit is None:
         return None  # "2x", "2^{10}", "3.5.1": not a number followed by a unit
     body = tail[unit.end() :]
     if body[0] in "0123456789.+-=" or not _UNIT_BODY.fullmatch(body):
         return None  # a second quantity or an operator, not a unit
-    return value
+    return value, body.strip()

@@ -17,10 +17,12 @@ from reward_specs import InvalidReference
 from reward_specs.puzzles import (
     MAX_SAMPLE_COUNT,
     VALIDATED_TASKS,
-    sample_entries,
+    PuzzleConfig,
+    sample_prompts,
     task_info,
     task_names,
 )
+from service.deps import StateDep, field_error
 
 __all__ = ["router"]
 
@@ -52,11 +54,18 @@ class SampleRequest(BaseModel):
     count: int = Field(16, ge=1, le=MAX_SAMPLE_COUNT)
     start: int = Field(0, ge=0)
     """Index of the first entry: entries `start .. start+count-1` of the dataset."""
+    spec: str | None = None
+    """The spec whose puzzle scorer will judge the answers (default: the server's): the prompt
+    asks for the format it reads."""
 
 
 class PuzzleEntry(BaseModel):
     index: int
     question: str
+    system: str
+    """The system prompt: the answer format the spec's scorer reads for this task."""
+    messages: list[dict[str, str]]
+    """The full prompt a model must see, as a chat: the system prompt, then the question."""
     answer: str | None
     """The gold answer where the task has one (Boxnet and graph colouring have none)."""
     metadata: dict[str, Any]
@@ -67,6 +76,7 @@ class PuzzleEntry(BaseModel):
 
 class SampleResponse(BaseModel):
     task: str
+    spec: str
     config: dict[str, Any]
     seed: int
     entries: list[PuzzleEntry]
@@ -103,28 +113,42 @@ def list_puzzles() -> PuzzleList:
     response_model=SampleResponse,
     summary="Generate entries of a task",
     description="Entries `start .. start+count-1` of the task's dataset for `config` and "
-    "`seed`, exactly as `reasoning_gym.create_dataset(task, **config, seed=seed)` produces them. "
+    "`seed`, exactly as `reasoning_gym.create_dataset(task, **config, seed=seed)` produces them, "
+    "each with the full prompt (`system`, `messages`) asking for the answer format that `spec`'s "
+    "scorer reads. "
     "An unknown task is a 404; a config the dataset refuses, a 422 naming it. The body is "
     "optional: without one, the first 16 entries of the default config with seed 0.",
     responses={404: {"description": "Unknown task"}, 422: {"description": "Bad config"}},
 )
 def sample(
+    state: StateDep,
     body: Annotated[SampleRequest | None, Body()] = None,
     task: str = Path(..., description="A task of GET /v1/puzzles"),
 ) -> SampleResponse:
     body = body or SampleRequest()  # no body: the defaults
+    name = body.spec or state.settings.default_spec
+    spec = state.specs.get(name)
+    if spec is None:
+        known = ", ".join(sorted(state.specs))
+        field_error(["body", "spec"], f"unknown spec {name!r}; known: {known}", "unknown_spec")
+    config = spec.domains.get("puzzle", PuzzleConfig())
+    if not isinstance(config, PuzzleConfig):
+        config = PuzzleConfig()
     try:
-        entries = sample_entries(task, body.config, body.seed, body.count, body.start)
+        entries = sample_prompts(task, body.config, body.seed, body.count, body.start, config)
     except InvalidReference as exc:
         raise _refuse(exc) from None
     return SampleResponse(
         task=task,
+        spec=spec.name,
         config=body.config,
         seed=body.seed,
         entries=[
             PuzzleEntry(
                 index=e["index"],
                 question=e.get("question", ""),
+                system=e["system"],
+                messages=e["messages"],
                 answer=e.get("answer"),
                 metadata=e.get("metadata") or {},
                 reference=e["reference"],

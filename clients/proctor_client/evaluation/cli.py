@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import httpx
 from tqdm import tqdm
 
 from proctor_client import ProctorError
@@ -213,6 +214,9 @@ def run(args: argparse.Namespace) -> int:
         scorer = _scorer(args)
     except (ValueError, ProctorError) as exc:
         print(f"proctor-eval: {exc}", file=sys.stderr)
+        return 2
+    except httpx.TransportError as exc:  # refused, unresolvable, timed out: one line, not a trace
+        print(f"proctor-eval: cannot reach {args.url}: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     try:

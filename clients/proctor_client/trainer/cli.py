@@ -1,5 +1,5 @@
-"""`proctor-train CONFIG.yaml --url URL --out DIR`: run or resume GRPO
-(the ProRL recipe) scored by Proctor."""
+"""`proctor-train CONFIG.yaml --url URL --out DIR [--engine reference|trl]`: run or resume GRPO
+(the ProRL recipe) scored by Proctor, on the reference trainer or on TRL's GRPOTrainer."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from proctor_client import ProctorError
 from proctor_client.trainer.config import load_args
-from proctor_client.trainer.grpo import train
 from proctor_client.trainer.proctor import ProctorUnreachable
 
 __all__ = ["main"]
@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", type=Path, help="the run's YAML (see clients/configs/)")
     parser.add_argument("--url", required=True, help="Proctor's base URL")
     parser.add_argument("--out", type=Path, required=True, help="metrics, TensorBoard, checkpoints")
+    parser.add_argument(
+        "--engine", choices=("reference", "trl"), default="reference",
+        help="reference: this package's single-file GRPO loop (default); trl: the same YAML on "
+        "TRL's GRPOTrainer (accelerate, DeepSpeed/FSDP, vLLM rollouts; the `trl` extra)",
+    )  # fmt: skip
     parser.add_argument(
         "--stop-after", type=int, default=None, metavar="STEPS",
         help="stop (with a checkpoint) once this many steps are done, e.g. for a time-limited job",
@@ -44,6 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"proctor-train: {exc}", file=sys.stderr)
         return 2
+    train: Callable[..., Path]
+    if options.engine == "trl":  # imported only when asked: TRL is the `trl` extra
+        from proctor_client.trainer import trl_engine
+
+        train = trl_engine.train
+    else:
+        from proctor_client.trainer import grpo
+
+        train = grpo.train
     try:
         checkpoint = train(
             args,

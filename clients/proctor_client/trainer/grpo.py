@@ -71,6 +71,7 @@ __all__ = [
     "Args",
     "Rollouts",
     "StepBatch",
+    "apply_resets",
     "assign_advantages",
     "collect_groups",
     "load_args",
@@ -78,6 +79,7 @@ __all__ = [
     "train",
     "update_policy",
     "validate",
+    "validation_set",
 ]
 
 log = logging.getLogger("proctor_client.trainer")
@@ -373,7 +375,7 @@ def train(
     torch.manual_seed(args.seed + _RANK_SEED * world.rank)  # ranks sample differently
     pools = load_pools(args.data, url, args.seed)
     run = RunState.create(args, policy, PromptSampler(pools, args.seed + _RANK_SEED * world.rank))
-    validation_set = _validation_set(args, pools, url)[world.rank :: world.size]
+    held_out = validation_set(args, pools, url)[world.rank :: world.size]
     checkpoint = latest_checkpoint(out)
     if checkpoint is not None:
         run.load_state_dict(load_checkpoint(checkpoint), world)
@@ -399,7 +401,7 @@ def train(
                 batch.timings["time_update"] = time.perf_counter() - update_began
                 metrics = {"step": step, "stage": stage.name, "reset": reset}
                 if args.validation_every and (step + 1) % args.validation_every == 0:
-                    metrics.update(validate(rollouts, run, validation_set, stage, step, world))
+                    metrics.update(validate(rollouts, run, held_out, stage, step, world))
                 metrics.update(step_metrics(batch, sums, run))
                 metrics = combine_ranks(world.gather(metrics))
                 _device_hours(metrics, run, world, time.perf_counter() - began)
@@ -423,7 +425,7 @@ def train(
     return last_checkpoint
 
 
-def _validation_set(args: Args, pools: dict[str, list[Prompt]], url: str) -> list[Prompt]:
+def validation_set(args: Args, pools: dict[str, list[Prompt]], url: str) -> list[Prompt]:
     """The validation blend, drawn once: from the held-out `validation_data` when given (equal
     weights unless `validation_mixture` says), else from the training pools."""
     if not args.validation_every:

@@ -204,3 +204,20 @@ def test_settings_trl_cannot_honour_are_refused_naming_them(
     argv = [str(bad), "--url", proctor.url, "--out", str(tmp_path / "o"), "--engine", "trl"]
     assert cli.main(argv) == 2
     assert "k3 estimator" in capsys.readouterr().err
+
+
+def test_the_shipped_cluster_configs_name_real_settings() -> None:
+    """vllm.yaml's `trl:` table holds GRPOConfig fields the run's own fields do not set; the
+    accelerate configs are the launcher's YAML for 8 GPUs and for several nodes."""
+    import dataclasses
+
+    from proctor_client.trainer.trl_engine import OWN_FIELDS
+
+    configs = TINY.parent
+    table = yaml.safe_load((configs / "vllm.yaml").read_text())["trl"]
+    fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
+    assert set(table) <= fields and not set(table) & OWN_FIELDS
+    one = yaml.safe_load((configs / "accelerate-1node-8gpu.yaml").read_text())
+    many = yaml.safe_load((configs / "accelerate-multinode-fsdp.yaml").read_text())
+    assert (one["distributed_type"], one["num_processes"]) == ("DEEPSPEED", 8)
+    assert many["distributed_type"] == "FSDP" and many["num_machines"] > 1

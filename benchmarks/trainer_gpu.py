@@ -10,6 +10,11 @@ scoring, scoring-with-passes and update, and generated tokens per second of gene
 
     python benchmarks/trainer_gpu.py                  # starts `proctor serve` here
     python benchmarks/trainer_gpu.py --url http://proctor:8000 --steps 20
+    python benchmarks/trainer_gpu.py --engine trl     # TRL's GRPOTrainer, vLLM colocate
+
+With `--engine trl` the same stage runs on TRL with clients/configs/vllm.yaml's `trl:` table
+(vLLM in colocate mode; `--no-vllm` for TRL's `generate`), to set beside the reference run. The
+configuration is built and checked first, so without CUDA the script prints it and exits 2.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from _served import proctor_server
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -76,12 +82,24 @@ def main() -> int:
     parser.add_argument("--url", default=None, help="a running Proctor (default: start one)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--engine", choices=("reference", "trl"), default="reference")
+    parser.add_argument("--no-vllm", action="store_true", help="--engine trl with generate")
     options = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    first = load_args(PRORL).stages[0]
+    trl_table: dict[str, Any] = {}
+    if options.engine == "trl":
+        from proctor_client.trainer.trl_engine import refusals
+
+        if not options.no_vllm:
+            trl_table = yaml.safe_load((PRORL.parent / "vllm.yaml").read_text())["trl"]
+        problems = refusals(load_args(PRORL, trl=trl_table))
+        print(f"trainer_gpu: --engine trl, trl: {trl_table}; refusals: {problems or 'none'}")
+        if problems:
+            return 2
     if options.device.startswith("cuda") and not torch.cuda.is_available():
         print("trainer_gpu: no CUDA device; this benchmark is for a GPU machine", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    first = load_args(PRORL).stages[0]
     with tempfile.TemporaryDirectory() as work:
         model_dir = Path(work) / "model"
         parameters = build_model(model_dir)
@@ -97,21 +115,31 @@ def main() -> int:
             checkpoint_every=0,
             tensorboard=False,
             stages=[stage.model_dump()],
+            trl=trl_table,
         )
         with proctor(options.url) as url:
-            train(args, url, Path(work) / "out")
+            if options.engine == "trl":
+                from proctor_client.trainer import trl_engine
+
+                trl_engine.train(args, url, Path(work) / "out")
+            else:
+                train(args, url, Path(work) / "out")
         metrics = read_metrics(Path(work) / "out" / "metrics.jsonl")
     generated = sum(
         int(m["tokens_accepted"]) + int(m["tokens_rejected"]) + int(m["tokens_surplus"])
         for m in metrics
     )
-    generation_s = sum(float(m["time_generation"]) for m in metrics)
+    generation_s = sum(float(m.get("time_generation", 0.0)) for m in metrics)
     print(f"model: Qwen2, {parameters / 1e6:.1f}M parameters, random weights, {options.device}")
     shape = f"G={first.group_size}, T={first.temperature}"
     print(f"steps: {len(metrics)} of stage {first.name} ({shape})")
-    for key in ("time_generation", "time_scoring", "time_scoring_and_passes", "time_update"):
+    keys = ("time_generation", "time_scoring", "time_scoring_and_passes", "time_update")
+    for key in keys if options.engine == "reference" else ("time_step", "time_scoring"):
         print(f"{key:24s} {mean(metrics, key):8.2f} s per step")
-    print(f"generated tokens: {generated} ({generated / generation_s:.0f} tokens/s of generation)")
+    if generation_s:
+        print(
+            f"generated tokens: {generated} ({generated / generation_s:.0f} tokens/s of generation)"
+        )
     return 0
 
 

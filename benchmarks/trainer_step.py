@@ -1,5 +1,6 @@
 """Time per step of the reference GRPO trainer on the tiny CPU model, split into generation,
-scoring and update, with scoring overlapped with the old-policy and reference passes vs not.
+scoring and update, with scoring overlapped with the old-policy and reference passes vs not, and
+one step of each engine (reference, TRL's GRPOTrainer) side by side.
 
 Runs `clients/configs/tiny-cpu.yaml` (the learning test's model and task) twice in one process
 against `proctor serve` started here: (a) scoring then the two forward passes, one after the other
@@ -7,6 +8,10 @@ against `proctor serve` started here: (a) scoring then the two forward passes, o
 Both runs use the same seed, so everything but the timings must come out identical: the overlap
 may change when work happens, never what is learned. Larger batches than the learning test
 (`--prompts`, `--group-size`) give scoring something to hide behind.
+
+A third run (c) is the same config on `--engine trl`: its step time (wall time of a whole step,
+from `gpu_hours`) and scoring time beside the reference engine's, and their ratio. TRL does not
+split its step into generation and passes, so only those two columns compare.
 
 Prints the mean seconds per step of each part for both runs and the ratio of their
 scoring-and-passes time. Exits non-zero when the two runs' metrics differ or an item was not
@@ -32,9 +37,12 @@ from proctor_client.trainer.metrics import read_metrics
 ROOT = Path(__file__).parent.parent
 TINY = ROOT / "clients" / "configs" / "tiny-cpu.yaml"
 TIMINGS = ("time_generation", "time_scoring", "time_scoring_and_passes", "time_update")
+UNTIMED = (*TIMINGS, "gpu_hours", "gpu_hours_total")
 
 
-def run(url: str, steps: int, overlap: bool, prompts: int, group_size: int) -> list[dict[str, Any]]:
+def run(
+    url: str, steps: int, overlap: bool, prompts: int, group_size: int, engine: str = "reference"
+) -> list[dict[str, Any]]:
     """One run's per-step metrics."""
     args = load_args(
         TINY,
@@ -45,7 +53,12 @@ def run(url: str, steps: int, overlap: bool, prompts: int, group_size: int) -> l
     )
     args.stages = [stage.model_copy(update={"group_size": group_size}) for stage in args.stages]
     with tempfile.TemporaryDirectory() as out:
-        train(args, url, Path(out), stop_after=steps)
+        if engine == "trl":
+            from proctor_client.trainer import trl_engine
+
+            trl_engine.train(args, url, Path(out), stop_after=steps)
+        else:
+            train(args, url, Path(out), stop_after=steps)
         return read_metrics(Path(out) / "metrics.jsonl")
 
 
@@ -70,12 +83,13 @@ def main() -> int:
     with proctor_server() as url:
         sequential = run(url, steps, False, prompts, group_size)
         overlapped = run(url, steps, True, prompts, group_size)
+        on_trl = run(url, steps, True, prompts, group_size, engine="trl")
 
     def untimed(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{k: v for k, v in m.items() if k not in TIMINGS} for m in metrics]
+        return [{k: v for k, v in m.items() if k not in UNTIMED} for m in metrics]
 
     same = untimed(sequential) == untimed(overlapped)
-    unjudged = sum(int(m["unjudged"]) for m in sequential + overlapped)
+    unjudged = sum(int(m["unjudged"]) for m in sequential + overlapped + on_trl)
     rows = [("(a) sequential", sequential), ("(b) overlapped", overlapped)]
     print(f"steps: {steps}, {prompts} groups of {group_size} per step (tiny CPU)")
     print("run               generation  scoring  scoring+passes  update   (s per step)")
@@ -88,9 +102,15 @@ def main() -> int:
     )
     print(f"scoring+passes, (a)/(b): {ratio:.2f}x")
     print(f"metrics identical apart from timings: {same}; unjudged items: {unjudged}")
+    print("engine            step (s)  scoring (s)")
+    step_ref, step_trl = mean(overlapped, "gpu_hours") * 3600, mean(on_trl, "gpu_hours") * 3600
+    print(f"{'(b) reference':16s}  {step_ref:8.3f}  {mean(overlapped, 'time_scoring'):11.3f}")
+    print(f"{'(c) trl':16s}  {step_trl:8.3f}  {mean(on_trl, 'time_scoring'):11.3f}")
+    print(f"step time, trl/reference: {step_trl / step_ref:.2f}x")
     if options.json:
         summary = {name: {k: mean(m, k) for k in TIMINGS} for name, m in rows}
-        print(json.dumps({"steps": steps, "ratio": ratio, "same": same, **summary}))
+        engines = {"reference_step_s": step_ref, "trl_step_s": step_trl}
+        print(json.dumps({"steps": steps, "ratio": ratio, "same": same, **summary, **engines}))
     return 0 if same and unjudged == 0 else 1
 
 

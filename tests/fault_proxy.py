@@ -35,7 +35,9 @@ class Refusal:
 class FaultProxy:
     upstream: str
     refusals: list[Refusal] = field(default_factory=list)
-    """Answered in order to the first requests, before any is forwarded."""
+    """Answered in order to the first requests (with `refuse_marker`, the first requests whose
+    body contains it), before any is forwarded."""
+    refuse_marker: bytes | None = None
     hold_marker: bytes | None = None
     """A request whose body contains this is never answered (until the proxy stops)."""
     arrivals: list[tuple[float, str]] = field(default_factory=list)
@@ -55,7 +57,7 @@ class FaultProxy:
             if not message.get("more_body"):
                 break
         self.arrivals.append((time.monotonic(), scope["path"]))
-        if self.refusals:
+        if self.refusals and (self.refuse_marker is None or self.refuse_marker in body):
             refusal = self.refusals.pop(0)
             headers = [(k.encode(), v.encode()) for k, v in refusal.headers.items()]
             await send(

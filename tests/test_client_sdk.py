@@ -121,13 +121,18 @@ def test_a_422_is_raised_at_once(server: Server) -> None:
     assert len(proxy.arrivals) == 1
 
 
-def test_connection_refused_is_retried_then_reported_per_item() -> None:
-    from tests.helpers import free_port
+def test_connection_refused_after_an_answer_is_retried_then_reported_per_item(
+    server: Server,
+) -> None:
+    async def run() -> list[ScoreResult]:
+        with fault_proxy(server.url) as proxy:
+            client = AsyncProctorClient(proxy.url, backoff=QUICK, max_retries=1)
+            assert_in_order(await client.score(math_items(2)), 2)  # the client has reached it
+        return await _score_and_close(client, math_items(3))  # the proxy is gone
 
-    client = AsyncProctorClient(f"http://127.0.0.1:{free_port()}", backoff=QUICK, max_retries=1)
-    results = asyncio.run(_score_and_close(client, math_items(3)))
+    results = asyncio.run(run())
     assert [r.error.code for r in results if r.error] == ["client_retries_exhausted"] * 3
-    assert "ConnectError" in (results[0].error.message if results[0].error else "")
+    assert "Error" in (results[0].error.message if results[0].error else "")
 
 
 def test_a_deadline_keeps_the_finished_chunks(server: Server) -> None:
@@ -205,7 +210,7 @@ def test_a_reference_dict_is_sent_as_it_is_and_a_mapping_as_a_copy() -> None:
     )
     assert sent[0]["reference"] is gold
     assert type(sent[1]["reference"]) is dict and sent[1]["reference"] == {"answer": "2"}
-    with pytest.raises(ValueError, match=r"0\.reference\n  Input should be a valid dictionary"):
+    with pytest.raises(ValueError, match=r"items\[0\]\.reference: Input should be a valid dict"):
         as_wire_items([{"domain": "math", "response": "1", "reference": "1"}])
 
 

@@ -63,6 +63,35 @@ def test_the_8_stage_schedule_mirrors_the_review() -> None:
     assert {s.temperature for s in stages} == {1.2}
     assert (args.eps_low, args.eps_high, args.learning_rate) == (0.2, 0.4, 2e-6)
     assert args.prompts_per_step // args.prompts_per_minibatch == 4
+    assert sum(s.steps for s in stages) > 2000  # the review: more than 2,000 steps
+    assert set(args.validation_data) == {
+        "aime24",
+        "codeforces",
+        "gpqa",
+        "ifeval_held_out",
+        "graph_color",
+    }
+    assert not set(args.validation_data) & {n for s in stages for n in s.mixture}
+
+
+def test_validation_data_must_be_held_out(tmp_path: Path) -> None:
+    base = {"stages": [_stage()], "data": {"digits": {"kind": "digits"}}}
+    shared = {"digits": {"kind": "digits"}}
+    with pytest.raises(ValueError, match="also training sources"):
+        load_args(_write(tmp_path, {**base, "validation_data": shared}))
+    same_file = {
+        "data": {"train": {"kind": "jsonl", "path": "p.jsonl"}},
+        "stages": [_stage(mixture={"train": 1.0})],
+        "validation_data": {"held": {"kind": "jsonl", "path": "p.jsonl"}},
+    }
+    with pytest.raises(ValueError, match=r"\['held'\] read a file a training source reads"):
+        load_args(_write(tmp_path, same_file))
+    with pytest.raises(ValueError, match="unknown validation_data sources"):
+        held = {
+            "validation_data": {"held": {"kind": "digits"}},
+            "validation_mixture": {"digits": 1},
+        }
+        load_args(_write(tmp_path, {**base, **held}))
 
 
 @pytest.mark.parametrize(

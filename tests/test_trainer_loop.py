@@ -10,7 +10,6 @@ import logging
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,17 +19,23 @@ import pytest
 import torch
 import yaml
 
-from proctor_client import ProctorError
 from proctor_client.trainer import cli
 from proctor_client.trainer.checkpoint import load_checkpoint
 from proctor_client.trainer.grpo import Args, load_args, train
 from proctor_client.trainer.metrics import read_metrics
-from proctor_client.trainer.proctor import ProctorUnreachable, puzzle_prompts
-from service.settings import Settings
-from tests.helpers import TEST_SPECS, Server, running_server
+from proctor_client.trainer.proctor import PreflightFailed, ProctorUnreachable, puzzle_prompts
+from tests.fault_proxy import Refusal, fault_proxy
+from tests.helpers import Server, free_port, running_server
 
 TINY = Path(__file__).parent.parent / "clients" / "configs" / "tiny-cpu.yaml"
-TIMINGS = ("time_generation", "time_scoring", "time_scoring_and_passes", "time_update")
+TIMINGS = (
+    "time_generation",
+    "time_scoring",
+    "time_scoring_and_passes",
+    "time_update",
+    "gpu_hours",
+    "gpu_hours_total",
+)
 
 
 def _tiny(**overrides: Any) -> Args:
@@ -120,33 +125,47 @@ def test_the_plateau_rule_fires_a_reset_and_training_goes_on(
     assert load_checkpoint(tmp_path / "checkpoints" / "step-000002.pt")["plateau_fired"]
 
 
-def test_an_unreachable_proctor_pauses_the_step_until_it_answers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_proctor_gone_away_mid_run_pauses_the_step_until_it_answers(
+    proctor: Server, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    late = Server(Settings(workers=1, spec_dirs=(TEST_SPECS,)))  # its port is chosen, not bound
-    starter = threading.Timer(3.0, late.start)
-    starter.start()
+    # Step 1's first scoring request is refused twice with a 503, as a redeploy behind a load
+    # balancer answers: the trainer has reached Proctor before, so it pauses and sends again.
+    refusals = [Refusal(503)] * 2
     caplog.set_level(logging.WARNING, logger="proctor_client.trainer")
-    try:
-        train(_tiny(scoring_pause_s=0.5, scoring_retries=0), late.url, tmp_path, stop_after=2)
-    finally:
-        starter.join()
-        late.stop()
+    with fault_proxy(proctor.url, refusals=refusals, refuse_marker=b'"1-0-0"') as proxy:
+        train(_tiny(scoring_pause_s=0.5, scoring_retries=0), proxy.url, tmp_path, stop_after=3)
+        assert proxy.refusals == []  # both were answered
     assert "did not answer" in caplog.text and "the step is paused" in caplog.text
     metrics = read_metrics(tmp_path / "metrics.jsonl")
-    assert [m["step"] for m in metrics] == [0, 1]
+    assert [m["step"] for m in metrics] == [0, 1, 2]
     assert all(m["unjudged"] == 0 for m in metrics)  # nothing was scored as a zero
 
 
-def test_a_proctor_that_never_answers_stops_the_run_without_metrics(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_proctor_that_stops_answering_stops_the_run_without_metrics(
+    proctor: Server, tmp_path: Path
 ) -> None:
-    nobody = Server(Settings(workers=1, spec_dirs=(TEST_SPECS,)))  # never started
-    with pytest.raises(ProctorUnreachable, match="did not answer after 2 pauses"):
+    refusals = [Refusal(503)] * 100  # every scoring request of step 0
+    with fault_proxy(proctor.url, refusals=refusals, refuse_marker=b'"0-0-0"') as proxy:
         args = _tiny(scoring_pause_s=0.1, scoring_max_pauses=2, scoring_retries=0)
-        train(args, nobody.url, tmp_path)
+        with pytest.raises(ProctorUnreachable, match="did not answer after 2 pauses"):
+            train(args, proxy.url, tmp_path)
     assert read_metrics(tmp_path / "metrics.jsonl") == []
     assert (tmp_path / "checkpoints" / "step-000000.pt").exists()  # where a resume starts
+
+
+def test_a_wrong_url_or_spec_stops_before_the_model_is_built(
+    proctor: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nobody = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(PreflightFailed, match=f"cannot reach Proctor at {nobody}"):
+        train(_tiny(), nobody, tmp_path / "nobody")
+    assert not (tmp_path / "nobody").exists()  # nothing was built or written
+    stage = {**yaml.safe_load(TINY.read_text())["stages"][0], "spec": "prorl-v9"}
+    with pytest.raises(PreflightFailed, match=r"has no spec \['prorl-v9'\]; it has \[.*prorl-v1"):
+        train(_tiny(stages=[stage]), proctor.url, tmp_path / "spec")
+    argv = [str(TINY), "--url", nobody, "--out", str(tmp_path / "cli")]
+    assert cli.main(argv) == 2
+    assert f"cannot reach Proctor at {nobody}" in capsys.readouterr().err
 
 
 def test_the_command_refuses_a_bad_config_naming_the_field(
@@ -173,9 +192,9 @@ def test_a_key_protected_proctor_needs_the_key(
     make_server: Callable[..., Server], tmp_path: Path
 ) -> None:
     secured = make_server(workers=1, api_keys=("trainer-key-0123456789",))
-    with pytest.raises(ProctorError) as refused:  # a 401 is the whole request's, not a pause
+    # found by the preflight, before the model is built: a 401 is the run's, not a pause
+    with pytest.raises(PreflightFailed, match=r"refused /v1/specs with 401.*PROCTOR_API_KEY"):
         train(_tiny(), secured.url, tmp_path / "without", stop_after=1)
-    assert refused.value.status_code == 401
     train(_tiny(), secured.url, tmp_path / "with", stop_after=1, api_key="trainer-key-0123456789")
     assert [m["step"] for m in read_metrics(tmp_path / "with" / "metrics.jsonl")] == [0]
 

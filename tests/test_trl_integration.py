@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from proctor_client import ProctorClient, ScoreItem
+from proctor_client import ProctorClient, ProctorUnreachable, ScoreItem
 from proctor_client.trl import completion_text, finish_reason, reward_func
+from tests.fault_proxy import Refusal, fault_proxy
 from tests.helpers import Server, free_port
 
 torch = pytest.importorskip("torch")
@@ -182,22 +183,51 @@ def test_an_unjudged_item_is_none_not_zero(server: Server) -> None:
     def log_metric(name: str, value: float) -> None:
         logged.setdefault(name, []).append(value)
 
-    dead = reward_func(f"http://127.0.0.1:{free_port()}", max_retries=0)
     live = reward_func(server.url, spec=SPEC)
     conversational = [[{"role": "assistant", "content": "so \\boxed{2}"}], "\\boxed{7}"]
 
     async def run() -> tuple[list[float | None], list[float | None]]:
-        try:
-            unjudged = await dead(
-                prompts=["q"], completions=["\\boxed{2}"], answer=["2"], log_metric=log_metric
-            )
-            judged = await live(prompts=["q", "q"], completions=conversational, answer=["2", "2"])
-            return unjudged, judged
-        finally:
-            await dead.aclose()
-            await live.aclose()
+        with fault_proxy(server.url, refusals=[Refusal(503)]) as proxy:
+            refused = reward_func(proxy.url, max_retries=0)  # the server answers, with a 503
+            try:
+                unjudged = await refused(
+                    prompts=["q"], completions=["\\boxed{2}"], answer=["2"], log_metric=log_metric
+                )
+                judged = await live(
+                    prompts=["q", "q"], completions=conversational, answer=["2", "2"]
+                )
+                return unjudged, judged
+            finally:
+                await refused.aclose()
+                await live.aclose()
 
     unjudged, rewards = asyncio.run(run())
     assert unjudged == [None]
     assert logged["proctor/infra_error_frac"] == [1.0]
     assert rewards == [1.0, 0.0]
+
+
+def test_a_url_nobody_answers_stops_the_reward_function(server: Server) -> None:
+    """The SDK's unreachable rule reaches TRL: a wrong URL raises at the first step, while a
+    function that has had an answer turns a server gone away into `None` rewards."""
+    dead = reward_func(f"http://127.0.0.1:{free_port()}", max_retries=0)
+
+    async def first_call() -> None:
+        try:
+            await dead(prompts=["q"], completions=["\\boxed{2}"], answer=["2"])
+        finally:
+            await dead.aclose()
+
+    with pytest.raises(ProctorUnreachable, match="cannot reach Proctor"):
+        asyncio.run(first_call())
+
+    async def later_calls() -> list[float | None]:
+        with fault_proxy(server.url) as proxy:
+            gone = reward_func(proxy.url, max_retries=0)
+            assert await gone(prompts=["q"], completions=["\\boxed{2}"], answer=["2"]) == [1.0]
+        try:  # the proxy has stopped: nothing listens there any more
+            return await gone(prompts=["q"], completions=["\\boxed{2}"], answer=["2"])
+        finally:
+            await gone.aclose()
+
+    assert asyncio.run(later_calls()) == [None]

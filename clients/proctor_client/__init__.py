@@ -6,7 +6,7 @@ Trainer integrations live in submodules imported on their own: `proctor_client.t
 """
 
 from proctor_client._async_client import AsyncJobs, AsyncProctorClient
-from proctor_client._errors import ProctorError
+from proctor_client._errors import ProctorError, ProctorUnreachable, ProctorValidationError
 from proctor_client._models import ErrorInfo, JobStatus, ScoreItem, ScoreResult, SpecSummary
 from proctor_client._retry import Backoff
 from proctor_client._sync_client import Jobs, ProctorClient
@@ -20,6 +20,8 @@ __all__ = [
     "Jobs",
     "ProctorClient",
     "ProctorError",
+    "ProctorUnreachable",
+    "ProctorValidationError",
     "ScoreItem",
     "ScoreResult",
     "SpecSummary",

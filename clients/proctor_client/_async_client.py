@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from proctor_client import _defaults
 from proctor_client._batch import ItemLike, as_wire_items, chunk_items, failed, request_body
-from proctor_client._errors import ProctorError
+from proctor_client._errors import ProctorError, ProctorUnreachable
 from proctor_client._models import JobStatus, ScoreResponse, ScoreResult
 from proctor_client._retry import RETRIED_ERRORS, Backoff, retry_after_s
 
@@ -27,11 +27,24 @@ class _Unanswered(Exception):
     """A request that got no usable answer (retries exhausted, a timeout, a 5xx): its items
     become `infra_error` results with this code, or a job call raises ProctorError."""
 
-    def __init__(self, code: str, message: str, status_code: int | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, status_code: int | None = None, never_reached: bool = False
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.status_code = status_code
+        self.never_reached = never_reached
+        """No HTTP answer at all, from a client that has never had one: raised as
+        ProctorUnreachable rather than turned into `infra_error` results."""
+
+
+def _raise_if_never_reached(exc: _Unanswered, url: httpx.URL) -> None:
+    if exc.never_reached:
+        raise ProctorUnreachable(
+            f"cannot reach Proctor at {url}: {exc.message} (check the URL and that the "
+            "server is running)"
+        ) from exc
 
 
 def _detail(response: httpx.Response) -> Any:
@@ -49,7 +62,10 @@ class AsyncProctorClient:
     them at once and returns one result per item, in order. Connection errors, 429, 502, 503 and
     504 are retried up to `max_retries` times with backoff (honouring `Retry-After`); any other
     4xx raises `ProctorError`. Items whose chunk got no answer come back `infra_error`, never as
-    an exception that loses the others.
+    an exception that loses the others, once the client has had an answer from the server; until
+    then, a call that cannot connect at all raises `ProctorUnreachable` (a wrong URL fails
+    loudly instead of returning nothing but `infra_error`). Items that fail validation raise
+    `ProctorValidationError` before anything is sent.
     """
 
     def __init__(
@@ -76,6 +92,8 @@ class AsyncProctorClient:
         self.max_concurrency = max_concurrency
         self.max_retries = max_retries
         self.backoff = backoff or Backoff()
+        self.reached = False
+        """Whether any request of this client has had an HTTP answer from the server."""
         self._http = httpx.AsyncClient(
             base_url=base_url,
             headers=headers,
@@ -149,6 +167,7 @@ class AsyncProctorClient:
         try:
             response = await self._send("POST", "/v1/score", request_body(chunk, spec))
         except _Unanswered as exc:
+            _raise_if_never_reached(exc, self._http.base_url)
             return failed(chunk, exc.code, exc.message)
         parsed = _parse(ScoreResponse, response)
         if len(parsed.results) != len(chunk):
@@ -165,6 +184,7 @@ class AsyncProctorClient:
             retry_after: float | None = None
             try:
                 response = await self._http.request(method, path, content=body)
+                self.reached = True
             except RETRIED_ERRORS as exc:
                 cause = f"{type(exc).__name__}: {exc}"
                 status: int | None = None
@@ -193,6 +213,7 @@ class AsyncProctorClient:
                     "client_retries_exhausted",
                     f"no answer after {attempt + 1} attempts; last: {cause}",
                     status_code=status,
+                    never_reached=not self.reached and status is None,
                 )
             await asyncio.sleep(self.backoff.delay_s(attempt, retry_after))
             attempt += 1
@@ -229,6 +250,7 @@ class AsyncJobs:
         try:
             response = await self._client._send("POST", "/v1/jobs", body)
         except _Unanswered as exc:
+            _raise_if_never_reached(exc, self._client._http.base_url)
             raise ProctorError(exc.message, status_code=exc.status_code) from exc
         job_id = response.json().get("job_id")
         if not isinstance(job_id, str):
@@ -240,6 +262,7 @@ class AsyncJobs:
         try:
             response = await self._client._send("GET", f"/v1/jobs/{job_id}")
         except _Unanswered as exc:
+            _raise_if_never_reached(exc, self._client._http.base_url)
             raise ProctorError(exc.message, status_code=exc.status_code) from exc
         return _parse(JobStatus, response)
 

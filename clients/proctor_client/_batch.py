@@ -12,9 +12,17 @@ from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired
 
 import pydantic_core
-from pydantic import ConfigDict, Field, TypeAdapter, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic import (
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 from typing_extensions import TypedDict
 
+from proctor_client._errors import ProctorValidationError
 from proctor_client._models import ErrorInfo, FinishReason, ScoreItem, ScoreResult
 
 __all__ = ["Chunk", "ItemLike", "as_wire_items", "chunk_items", "failed", "request_body"]
@@ -50,11 +58,23 @@ _WIRE_ITEMS = TypeAdapter(list[_WireItem])
 
 
 def as_wire_items(items: Sequence[ItemLike]) -> list[dict[str, Any]]:
-    """Each item validated, as the dict it is sent as (a bad one raises ValidationError naming
-    its position and field, before anything is sent)."""
+    """Each item validated, as the dict it is sent as (a bad one raises ProctorValidationError
+    naming its position and field, before anything is sent)."""
     plain = [i.model_dump(exclude_none=True) if isinstance(i, ScoreItem) else i for i in items]
-    validated: list[dict[str, Any]] = _WIRE_ITEMS.validate_python(plain)  # type: ignore[assignment]
+    try:
+        validated: list[dict[str, Any]] = _WIRE_ITEMS.validate_python(plain)  # type: ignore[assignment]
+    except ValidationError as exc:
+        problems = exc.errors(include_url=False, include_input=False)
+        where = "; ".join(f"{_place(e['loc'])}: {e['msg']}" for e in problems[:5])
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise ProctorValidationError(f"bad items: {where}{more}", detail=problems) from None
     return validated
+
+
+def _place(loc: tuple[int | str, ...]) -> str:
+    """`items[3].finish_reason` for pydantic's location (3, 'finish_reason')."""
+    index, *fields = loc or ("?",)
+    return f"items[{index}]" + "".join(f".{f}" for f in fields)
 
 
 @dataclass(frozen=True)

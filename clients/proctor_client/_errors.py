@@ -1,10 +1,10 @@
-"""The one exception the SDK raises for what cannot be turned into per-item results."""
+"""The exceptions the SDK raises for what cannot be turned into per-item results."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ProctorError"]
+__all__ = ["ProctorError", "ProctorUnreachable", "ProctorValidationError"]
 
 
 class ProctorError(Exception):
@@ -19,4 +19,17 @@ class ProctorError(Exception):
     def __init__(self, message: str, status_code: int | None = None, detail: Any = None) -> None:
         super().__init__(message)
         self.status_code = status_code
-        self.detail = detail if detail is not None else message
+        self.detail: Any = detail if detail is not None else message
+
+
+class ProctorValidationError(ProctorError, ValueError):
+    """Items refused by the client before anything was sent: a missing field, a wrong type, a
+    value out of bounds. `detail` is pydantic's list of `{loc, msg, type}` errors, each `loc`
+    starting with the item's position in the call."""
+
+
+class ProctorUnreachable(ProctorError):
+    """The client has never reached the server: every connection attempt of its first calls
+    failed (a wrong URL, a server not started). Once the client has had one answer from the
+    server, connection failures come back as `infra_error` results instead, so a server that is
+    redeployed mid-run pauses a caller rather than crashing it."""

@@ -111,6 +111,11 @@ class ProctorClient:
         """One result per item, in order (`AsyncProctorClient.score`)."""
         return self._loop.run(self._client.score(items, spec=spec, deadline_s=deadline_s))
 
+    @property
+    def reached(self) -> bool:
+        """Whether any request of this client has had an HTTP answer from the server."""
+        return self._client.reached
+
     def close(self) -> None:
         self._loop.run(self._client.aclose())
         self._loop.stop()

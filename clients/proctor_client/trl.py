@@ -12,8 +12,17 @@ conversational message lists), `completion_ids`, every other dataset column as a
 `domain` (or `domain_column`), its reference from `reference` (a column or a function of the
 sample's columns), its `finish_reason` from the completion ids (`length` when no EOS came before
 `max_completion_length`), so that termination penalties apply. An item Proctor did not judge
-(`infra_error`, including the call's deadline) or cannot judge (`invalid`) gets `None`, which TRL
-leaves out of the reward instead of reading it as a wrong answer.
+(`infra_error`, including the call's deadline) or cannot judge (`invalid`) gets `None`.
+
+What TRL 1.x does with that `None`: it becomes NaN, and the reward functions are summed with
+`nansum`, so beside another reward function the sample gets that function's reward alone; with
+Proctor as the only reward function, the sample's reward is 0 inside its group (a wrong answer,
+in effect). `proctor-train --engine trl` (proctor_client.trainer.trl_engine) masks such samples
+out of the loss and of the group statistics instead.
+
+Until the function has had one answer from the server, a call that cannot connect at all raises
+`ProctorUnreachable` (a wrong URL stops the run at its first step); after that, refusals are
+`None` rewards, so a redeployed Proctor does not crash a run.
 """
 
 from __future__ import annotations
@@ -96,6 +105,9 @@ class ProctorRewardFunc:
         self.client_options = dict(client_options)
         self._client: AsyncProctorClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.reached = False
+        """Whether any call of this function has had an answer from the server (carried over
+        to the client of a new event loop, so the unreachable rule holds across loops)."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -106,6 +118,7 @@ class ProctorRewardFunc:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             self._client = AsyncProctorClient(self.url, api_key=self.api_key, **self.client_options)
+            self._client.reached = self.reached
             self._loop = loop
         return self._client
 
@@ -154,9 +167,11 @@ class ProctorRewardFunc:
         state = kwargs.get("trainer_state")
         step = getattr(state, "global_step", None)
         items = self.items(completions, completion_ids, columns, step)
-        results = await self._client_for_this_loop().score(
-            items, spec=self.spec, deadline_s=self.deadline_s
-        )
+        client = self._client_for_this_loop()
+        try:
+            results = await client.score(items, spec=self.spec, deadline_s=self.deadline_s)
+        finally:
+            self.reached = self.reached or client.reached
         _log(results, items, kwargs.get("log_metric"), kwargs.get("log_extra"))
         return [reward_or_none(r) for r in results]
 

@@ -7,13 +7,18 @@ first, so the file reads as one uninterrupted run.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
-__all__ = ["MetricsLog", "combine_ranks", "read_metrics"]
+__all__ = ["MetricsLog", "StepClock", "combine_ranks", "log_step", "read_metrics"]
+
+log = logging.getLogger("proctor_client.trainer")
 
 _SUMMED = ("groups_", "tokens_", "status/", "unjudged")
 """Counts, added up over ranks; timings take the slowest rank, other numbers the ranks' mean."""
@@ -66,3 +71,41 @@ class MetricsLog:
         self._file.close()
         if self._board is not None:
             self._board.close()
+
+
+@dataclass
+class StepClock:
+    """Steps done in this process and their mean wall time, for `step i/N` and an ETA."""
+
+    first: int
+    end: int
+    began: float = field(default_factory=time.perf_counter)
+    done: int = 0
+
+    def tick(self) -> str:
+        self.done += 1
+        left = self.end - self.first - self.done
+        seconds = (time.perf_counter() - self.began) / self.done * left
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def log_step(metrics: dict[str, Any], eta: str, end: int) -> None:
+    """One line per step: `step i/N`, the stage, reward, score, KL, groups and the ETA."""
+    log.info(
+        "step %d/%d [%s] reward %s score %s kl %.4f groups %d accepted, %d rejected in %d "
+        "rounds, ETA %s",
+        metrics["step"] + 1,
+        end,
+        metrics["stage"],
+        _fmt(metrics["reward_mean"]),
+        _fmt(metrics["score_mean"]),
+        metrics["kl"],
+        metrics["groups_accepted"],
+        metrics["groups_rejected"],
+        metrics["sampling_rounds"],
+        eta,
+    )
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"

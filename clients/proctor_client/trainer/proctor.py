@@ -7,6 +7,8 @@ releases the GIL), then collects the results.
 An item Proctor never answered (the SDK's client-side `infra_error` codes: connection refused
 through all its retries, a timeout, a 5xx) pauses the step: it is sent again after a pause, with a
 log line saying so, until `max_pauses` is spent, and then the run stops with `ProctorUnreachable`.
+A Proctor the client has never reached raises `ProctorUnreachable` at once (the SDK's rule);
+`preflight` finds that, an unready server and an unknown spec before the model is built.
 An item Proctor answered as `infra_error` (a sandbox crash, a worker lost) is returned as it is;
 the loop masks it out of the loss. Neither is ever turned into a reward of 0.
 """
@@ -24,10 +26,18 @@ from typing import Any
 
 import httpx
 
-from proctor_client import AsyncProctorClient, ScoreItem, ScoreResult, _defaults
+from proctor_client import AsyncProctorClient, ProctorUnreachable, ScoreItem, ScoreResult, _defaults
 from proctor_client.trainer.data import Prompt
 
-__all__ = ["UNANSWERED_CODES", "BackgroundScorer", "ProctorUnreachable", "Scored", "puzzle_prompts"]
+__all__ = [
+    "UNANSWERED_CODES",
+    "BackgroundScorer",
+    "PreflightFailed",
+    "ProctorUnreachable",
+    "Scored",
+    "preflight",
+    "puzzle_prompts",
+]
 
 log = logging.getLogger("proctor_client.trainer")
 
@@ -35,8 +45,37 @@ UNANSWERED_CODES = frozenset({"client_retries_exhausted", "client_timeout", "ser
 """The SDK's codes for an item whose request got no usable answer from the server."""
 
 
-class ProctorUnreachable(RuntimeError):
-    """Proctor did not answer a step's items through every pause the run allows."""
+class PreflightFailed(ValueError):
+    """Proctor cannot serve this run (not reachable, not ready, or without a configured spec),
+    found before the model is built."""
+
+
+def preflight(url: str, api_key: str | None, specs: Sequence[str | None]) -> None:
+    """Refuse, in seconds and naming the reason, a Proctor that is not reachable at `url`, not
+    ready (`/readyz`), or does not know one of `specs` (None: the server's default spec)."""
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with httpx.Client(base_url=url, timeout=10, headers=headers) as http:
+            ready = http.get("/readyz")
+            if ready.status_code != 200:
+                raise PreflightFailed(
+                    f"Proctor at {url} is not ready (/readyz answered {ready.status_code}: "
+                    f"{ready.text[:300]})"
+                )
+            listed = http.get("/v1/specs")
+    except httpx.HTTPError as exc:
+        raise PreflightFailed(
+            f"cannot reach Proctor at {url} ({type(exc).__name__}: {exc}); check --url"
+        ) from exc
+    if listed.status_code != 200:
+        raise PreflightFailed(
+            f"Proctor at {url} refused /v1/specs with {listed.status_code}: {listed.text[:300]}"
+            + (" (set PROCTOR_API_KEY)" if listed.status_code == 401 else "")
+        )
+    known = {s["name"] for s in listed.json()["specs"]}
+    unknown = sorted({s for s in specs if s is not None} - known)
+    if unknown:
+        raise PreflightFailed(f"Proctor at {url} has no spec {unknown}; it has {sorted(known)}")
 
 
 @dataclass(frozen=True)
@@ -60,7 +99,10 @@ class BackgroundScorer:
         client_retries: int = 5,
         chunk_size: int = _defaults.CHUNK_SIZE,
         max_concurrency: int = _defaults.MAX_CONCURRENCY,
+        reached: bool = False,
     ) -> None:
+        """`reached`: the server has answered this run already (its preflight), so connection
+        failures from the first call on pause the step instead of raising ProctorUnreachable."""
         self.url = url
         self.pause_s = pause_s
         self.max_pauses = max_pauses
@@ -69,6 +111,7 @@ class BackgroundScorer:
         self._thread.start()
         opened = self._open(url, api_key, client_retries, chunk_size, max_concurrency)
         self._client: AsyncProctorClient = self._call(opened)
+        self._client.reached = reached
 
     async def _open(
         self, url: str, api_key: str | None, retries: int, chunk_size: int, concurrency: int

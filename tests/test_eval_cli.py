@@ -96,10 +96,15 @@ def test_paired_table_and_only_solved_by_lists(study: tuple[Path, Path]) -> None
     assert [q["prompt_id"] for q in pair["only_a"]] == ["m-15", "m-16", "m-17"]
     assert [q["prompt_id"] for q in pair["only_b"]] == [f"m-{i}" for i in range(10, 15)]
     assert all(q["b_samples"] == 16 for q in pair["only_a"])
-    full = pair["solved"]["16"]  # at k = n the table counts prompts solved at least once
+    assert all(q["probability"] == 1.0 and q["b_successes"] == 0 for q in pair["only_a"])
+    assert pair["budget"] == 16
+    full = {c: v["estimate"] for c, v in pair["solved"]["16"].items()}  # solved at least once
     assert full == pytest.approx({"only_a": 3, "only_b": 5, "both": 18, "neither": 2})
     for k, row in pair["solved"].items():
-        assert sum(row.values()) == pytest.approx(28), k
+        assert sum(v["estimate"] for v in row.values()) == pytest.approx(28), k
+        for v in row.values():
+            assert v["ci"][0] <= v["estimate"] <= v["ci"][1]
+            assert v["ci_recipe"] is None  # one seed each: no recipe level
     one = pair["pass_at_k"]["1"]
     assert one["difference"] == pytest.approx(one["a"] - one["b"])
     assert one["ci"][0] > 0  # sharpened is better at k = 1, and clearly so

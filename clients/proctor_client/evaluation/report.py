@@ -303,6 +303,11 @@ def write_markdown(
             "prompts would reach (other prompts count 0). Coverage near it is bought by guessing.",
         ]
     md.append("")
+    if "families" not in figures:
+        md += [
+            "One task family: pass_at_k_families.png is written only when a study has several.",
+            "",
+        ]
     if "families" in figures:
         md += ["## Per task family", "", f"![families]({figures['families']})", ""]
         families = sorted({f for s in study.models.values() for f in s.families})

@@ -16,7 +16,6 @@ from proctor_client.evaluation.cli import main
 from proctor_client.evaluation.estimators import chance_pass_at_k, pass_at_k
 from proctor_client.evaluation.scoring import DEFAULT_SPEC
 from service import cli as proctor_cli
-from service.settings import Settings
 from tests.eval_synthetic import math_row, rows_with_counts, two_models, write_jsonl
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -46,7 +45,7 @@ def test_two_models_report_their_known_statistics(study: tuple[Path, Path]) -> N
     _, out = study
     report = _report(out)
     counts = two_models()
-    assert report["spec"]["name"] == DEFAULT_SPEC == Settings().default_spec
+    assert report["spec"]["name"] == DEFAULT_SPEC == "prorl-v1"  # the trainer's default too
     for name, prompts in counts.items():
         model = report["models"][name]
         assert model["prompts"] == len(prompts) and model["samples"] == 16 * len(prompts)
@@ -96,10 +95,15 @@ def test_paired_table_and_only_solved_by_lists(study: tuple[Path, Path]) -> None
     assert [q["prompt_id"] for q in pair["only_a"]] == ["m-15", "m-16", "m-17"]
     assert [q["prompt_id"] for q in pair["only_b"]] == [f"m-{i}" for i in range(10, 15)]
     assert all(q["b_samples"] == 16 for q in pair["only_a"])
-    full = pair["solved"]["16"]  # at k = n the table counts prompts solved at least once
+    assert all(q["probability"] == 1.0 and q["b_successes"] == 0 for q in pair["only_a"])
+    assert pair["budget"] == 16
+    full = {c: v["estimate"] for c, v in pair["solved"]["16"].items()}  # solved at least once
     assert full == pytest.approx({"only_a": 3, "only_b": 5, "both": 18, "neither": 2})
     for k, row in pair["solved"].items():
-        assert sum(row.values()) == pytest.approx(28), k
+        assert sum(v["estimate"] for v in row.values()) == pytest.approx(28), k
+        for v in row.values():
+            assert v["ci"][0] <= v["estimate"] <= v["ci"][1]
+            assert v["ci_recipe"] is None  # one seed each: no recipe level
     one = pair["pass_at_k"]["1"]
     assert one["difference"] == pytest.approx(one["a"] - one["b"])
     assert one["ci"][0] > 0  # sharpened is better at k = 1, and clearly so
@@ -245,7 +249,12 @@ def test_review_sample_is_registered_once_and_labels_bracket_verified_pass_at_k(
     code, err = _run(capsys, *args)
     assert code == 0, err
     sample = [json.loads(line) for line in (out / "review_sample.jsonl").read_text().splitlines()]
-    assert [s["model"] for s in sample].count("expanded") == 10
+    key = json.loads((out / "review_key.json").read_text())
+    model_of = {s["review_id"]: key["rows"][s["review_id"]]["model"] for s in sample}
+    assert list(model_of.values()).count("expanded") == 10
+    assert {s["model"] for s in sample} == {"model-1", "model-2"}  # blinded: codes only
+    assert not any("expanded" in json.dumps(s) or "sharpened" in json.dumps(s) for s in sample)
+    assert sorted(key["codes"].values()) == ["expanded", "sharpened"]
     assert all("\\boxed" in s["response"] and s["label"] is None for s in sample)
     protocol = json.loads((out / "review_protocol.json").read_text())
     assert protocol["seed"] == 7 and protocol["sampled"] == {"expanded": 10, "sharpened": 10}
@@ -254,7 +263,7 @@ def test_review_sample_is_registered_once_and_labels_bracket_verified_pass_at_k(
     assert code == 2 and "registered seed 7" in err
     # Every sampled success of "expanded" judged incorrect, of "sharpened" correct.
     for s in sample:
-        s["label"] = "incorrect" if s["model"] == "expanded" else "correct"
+        s["label"] = "incorrect" if model_of[s["review_id"]] == "expanded" else "correct"
     labels = write_jsonl(out / "labels.jsonl", sample)
     code, err = _run(capsys, generations, "--out", out, "--review-labels", labels)
     assert code == 0, err
@@ -274,7 +283,7 @@ def test_review_sample_is_registered_once_and_labels_bracket_verified_pass_at_k(
         report["models"]["sharpened"]["pass_at_k"]["1"]["estimate"]
     )
     assert "## Reasoning review" in (out / "report.md").read_text()
-    sample[0]["review_id"] = "sharpened|m-0|99|"
+    sample[0]["review_id"] = "0123456789abcdef"
     write_jsonl(out / "labels.jsonl", sample)
     code, err = _run(capsys, generations, "--out", out, "--review-labels", labels)
     assert code == 2 and "not in the registered sample" in err

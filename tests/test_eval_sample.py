@@ -43,7 +43,12 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
         bos_token_id=None,
     )
     path = tmp_path_factory.mktemp("tiny-qwen2")
-    transformers.Qwen2ForCausalLM(config).save_pretrained(path)
+    model = transformers.Qwen2ForCausalLM(config)
+    # a generation config of its own, as Qwen checkpoints ship one: top_k 20, penalty 1.05
+    model.generation_config = transformers.GenerationConfig(
+        do_sample=True, top_k=20, repetition_penalty=1.05, temperature=0.7, top_p=0.8
+    )
+    model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 
@@ -78,9 +83,11 @@ def test_rows_record_their_decoding_and_are_reproducible(
     for row in rows:
         Generation.model_validate(row)  # the evaluator accepts every row as it is
         assert row["model"] == "tiny" and row["seed"] == "run-1"
-        decoding = row["decoding"]
+        decoding = row["decoding"]["requested"]
         assert (decoding["temperature"], decoding["top_p"]) == (0.6, 0.95)  # the protocol's
         assert decoding["max_new_tokens"] == MAX_NEW and decoding["rng_seed"] == 0
+        assert decoding["top_k"] is None and decoding["repetition_penalty"] is None
+        assert row["prompt"].endswith("plus 1 is")
         assert row["max_response_tokens"] == MAX_NEW
         if row["finish_reason"] == "length":
             assert row["response_tokens"] == MAX_NEW
@@ -91,7 +98,47 @@ def test_rows_record_their_decoding_and_are_reproducible(
     assert again == rows
     other = _sample(checkpoint, prompts, tmp_path / "c.jsonl", "--rng-seed", "1")
     assert [r["response"] for r in other] != [r["response"] for r in rows]
-    assert other[0]["decoding"]["rng_seed"] == 1
+    assert other[0]["decoding"]["requested"]["rng_seed"] == 1
+
+
+def test_no_top_k_or_penalty_unless_given_and_the_rows_record_the_models_own(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    built: list[tuple[str, Any]] = []
+    for cls in (
+        transformers.TopKLogitsWarper,
+        transformers.RepetitionPenaltyLogitsProcessor,
+        transformers.TopPLogitsWarper,
+        transformers.TemperatureLogitsWarper,
+    ):
+        original = cls.__init__
+
+        def spy(self: Any, *args: Any, _o: Any = original, _c: Any = cls, **kw: Any) -> None:
+            _o(self, *args, **kw)
+            built.append((_c.__name__, self))
+
+        monkeypatch.setattr(cls, "__init__", spy)
+    prompts = _prompts(tmp_path / "prompts.jsonl")
+    rows = _sample(checkpoint, prompts, tmp_path / "a.jsonl")
+    names = {name for name, _ in built}
+    assert "TopKLogitsWarper" not in names and "RepetitionPenaltyLogitsProcessor" not in names
+    assert {"TopPLogitsWarper", "TemperatureLogitsWarper"} <= names
+    temperature = next(w for n, w in built if n == "TemperatureLogitsWarper")
+    assert temperature.temperature == 0.6  # ours, not the model's 0.7
+    effective = rows[0]["decoding"]["effective"]
+    assert effective["top_k"] == 0 and effective["repetition_penalty"] == 1.0
+    assert (effective["temperature"], effective["top_p"]) == (0.6, 0.95)
+    own = effective["generation_config"]
+    assert own["top_k"] == 20 and own["repetition_penalty"] == 1.05  # recorded, not applied
+    built.clear()
+    given = _sample(
+        checkpoint, prompts, tmp_path / "b.jsonl", "--top-k", "3", "--repetition-penalty", "1.2"
+    )
+    top_k = [w for n, w in built if n == "TopKLogitsWarper"]
+    assert top_k and top_k[0].top_k == 3
+    assert [w.penalty for n, w in built if n == "RepetitionPenaltyLogitsProcessor"] == [1.2]
+    assert given[0]["decoding"]["requested"]["top_k"] == 3
 
 
 def test_sampled_file_goes_through_the_evaluator(
@@ -105,5 +152,5 @@ def test_sampled_file_goes_through_the_evaluator(
     report = json.loads((out / "report.json").read_text())
     model = report["models"]["tiny"]
     assert model["samples"] == 12 and model["prompts"] == 2
-    assert model["decoding"][0]["temperature"] == 1.5
+    assert model["decoding"][0]["requested"]["temperature"] == 1.5
     assert list(model["pass_at_k"]) == ["1", "2", "4", "6"]

@@ -6,6 +6,7 @@ __all__ = [
     "BACKOFF_BASE_S",
     "BACKOFF_MAX_S",
     "CHUNK_SIZE",
+    "DEFAULT_SPEC",
     "MAX_CONCURRENCY",
     "MAX_RETRIES",
     "RETRIED_STATUSES",
@@ -30,3 +31,7 @@ BACKOFF_MAX_S = 30.0
 RETRIED_STATUSES = frozenset({429, 502, 503, 504})
 """Statuses that say "not now" (overload, a proxy without a healthy upstream); any other 4xx is
 the request's own fault and is raised, never retried."""
+
+DEFAULT_SPEC = "prorl-v1"
+"""The reward spec a trainer stage and the pass@k evaluator use when none is named: one name, so a
+study judges a model with the reward it was trained on unless told otherwise."""

@@ -16,18 +16,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from proctor_client.evaluation.bootstrap import (
-    Design,
-    Interval,
-    percentile_interval,
-    resample_seeds,
-    seeded_estimates,
-)
+from proctor_client.evaluation.bootstrap import Design, Interval, seeded_estimates
+from proctor_client.evaluation.checks import decoding_warnings, seed_warning
 from proctor_client.evaluation.estimators import (
     chance_pass_at_k,
     pass_at_k,
     zero_success_upper_bound,
 )
+from proctor_client.evaluation.intervals import recipe_variance, two_levels
+from proctor_client.evaluation.paired import Paired, compare
 from proctor_client.evaluation.rows import RowKey
 from proctor_client.evaluation.store import ScoredRow
 
@@ -40,6 +37,7 @@ __all__ = [
     "Table",
     "analyse",
     "build_table",
+    "curve",
     "default_ks",
     "succeeded",
 ]
@@ -91,6 +89,10 @@ class Table:
     """Per model, rows not judged, by status."""
     decoding: dict[str, list[dict[str, object]]]
     """Per model, the distinct decoding settings its rows record."""
+    unrecorded: dict[str, int] = field(default_factory=dict)
+    """Per model, rows recording no decoding."""
+    training_specs: dict[str, set[str]] = field(default_factory=dict)
+    """Per model, the training specs its rows name."""
 
 
 def _seed_label(seed: int | str | None) -> str:
@@ -115,6 +117,8 @@ def build_table(
     options_of: list[int] = []
     excluded: dict[str, dict[str, int]] = {}
     decoding: dict[str, list[dict[str, object]]] = {}
+    unrecorded: dict[str, int] = {}
+    training_specs: dict[str, set[str]] = {}
     columns: tuple[list[int], list[int], list[int]] = ([], [], [])
     success: list[bool] = []
     parsed: list[bool] = []
@@ -124,8 +128,12 @@ def build_table(
         row, result = entry.row, entry.result
         model = models.setdefault(row.model, len(models))
         excluded.setdefault(row.model, {})
-        if row.decoding is not None and row.decoding not in decoding.setdefault(row.model, []):
+        if row.decoding is None:
+            unrecorded[row.model] = unrecorded.get(row.model, 0) + 1
+        elif row.decoding not in decoding.setdefault(row.model, []):
             decoding[row.model].append(row.decoding)
+        if row.training_spec is not None:
+            training_specs.setdefault(row.model, set()).add(row.training_spec)
         if result["status"] != "ok":
             counts = excluded[row.model]
             counts[result["status"]] = counts.get(result["status"], 0) + 1
@@ -159,6 +167,8 @@ def build_table(
         options_of=np.asarray(options_of, dtype=np.int64),
         excluded=excluded,
         decoding=decoding,
+        unrecorded=unrecorded,
+        training_specs=training_specs,
     )
 
 
@@ -174,6 +184,9 @@ def default_ks(largest_n: int) -> list[int]:
 class Curve:
     ks: list[int]
     intervals: list[Interval]
+    """Per k, the estimate with its prompt-level interval (these runs; prompts redrawn)."""
+    recipe: list[Interval] | None
+    """Per k, the recipe-level interval (new training runs too); None with one seed."""
     capped: list[int]
     """Per k, how many prompts have fewer than k samples (their estimate is pass@n)."""
     chance: list[float] | None = None
@@ -213,24 +226,6 @@ class ModelSummary:
 
 
 @dataclass
-class Paired:
-    a: str
-    b: str
-    prompts: int
-    ks: list[int]
-    a_curve: list[float]
-    b_curve: list[float]
-    difference: list[Interval]
-    """pass@k of a minus pass@k of b, with paired bootstrap intervals."""
-    solved: dict[str, list[float]]
-    """Per k, expected numbers of prompts a k-sample draw solves with `only_a`, `only_b`,
-    `both`, `neither`."""
-    only_a: list[tuple[str, int, float]]
-    """Prompts a solved at least once and b never: (prompt, b's samples, b's upper bound)."""
-    only_b: list[tuple[str, int, float]]
-
-
-@dataclass
 class Study:
     models: dict[str, ModelSummary]
     paired: dict[str, Paired]
@@ -238,6 +233,7 @@ class Study:
     excluded: dict[str, dict[str, int]]
     decoding: dict[str, list[dict[str, object]]]
     warnings: list[str]
+    training_specs: dict[str, set[str]] = field(default_factory=dict)
 
 
 def _design(
@@ -259,7 +255,7 @@ def _design(
     return Design(strata, weights, two_level=options.two_level)
 
 
-def _curve(
+def curve(
     estimates: Floats,
     design: Design,
     n_min: Ints,
@@ -267,16 +263,34 @@ def _curve(
     options: Options,
     rng: np.random.Generator,
 ) -> Curve:
-    seeds = estimates.shape[0]
-    point = seeded_estimates(estimates, design.point_weights()[None, :], np.ones((1, seeds)))[0]
-    prompt_w = design.resample(options.resamples, rng)
-    seed_w = resample_seeds(seeds, options.resamples, rng)
-    resampled = seeded_estimates(estimates, prompt_w, seed_w)
+    seeds, prompts = estimates.shape[:2]
+    weights = design.point_weights()
+    per_seed = np.einsum("p,spk->sk", weights, estimates) / weights.sum()
+    estimate = per_seed.mean(axis=0)
+    drawn = design.resample(options.resamples, rng)
+    resampled = seeded_estimates(estimates, drawn, np.ones((options.resamples, seeds)))
+    variance = resampled.var(axis=0, ddof=1) * design.variance_correction
+    prompt, recipe = two_levels(
+        estimate,
+        variance,
+        design.degrees_of_freedom,
+        [(recipe_variance(per_seed), seeds)],
+        prompts,
+        options.confidence,
+    )
     return Curve(
         ks=list(ks),
-        intervals=percentile_interval(point, resampled, options.confidence),
+        intervals=_intervals(estimate, prompt),
+        recipe=None if recipe is None else _intervals(estimate, recipe),
         capped=[int(np.sum(n_min < k)) for k in ks],
     )
+
+
+def _intervals(estimate: Floats, bounds: tuple[Floats, Floats]) -> list[Interval]:
+    return [
+        Interval(float(e), float(lo), float(hi))
+        for e, lo, hi in zip(estimate, bounds[0], bounds[1], strict=True)
+    ]
 
 
 def _chance(options: Ints, design: Design, ks: Sequence[int]) -> list[float] | None:
@@ -316,13 +330,13 @@ def _summarise(
     families = [table.family_of[p] for p in prompt_ids]
     design = _design(families, options)
     choice_counts = table.options_of[prompt_ids]
-    curve = _curve(estimates, design, n_min, ks, options, rng)
-    curve.chance = _chance(choice_counts, design, ks)
+    overall = curve(estimates, design, n_min, ks, options, rng)
+    overall.chance = _chance(choice_counts, design, ks)
     family_curves: dict[str, Curve] = {}
     for family in sorted(set(families)):
         members = [i for i, f in enumerate(families) if f == family]
         pooled = Design.pooled(len(members))
-        family_curves[family] = _curve(
+        family_curves[family] = curve(
             estimates[:, members, :], pooled, n_min[members], ks, options, rng
         )
         family_curves[family].chance = _chance(choice_counts[members], pooled, ks)
@@ -342,7 +356,7 @@ def _summarise(
         mean_score=float(score.mean()),
         mean_reward=float(table.reward[kept].mean()),
         continuous=bool(np.any((score > 0.0) & (score < 1.0))),
-        curve=curve,
+        curve=overall,
         families=family_curves,
         unsolved=[
             (table.prompts[prompt_ids[i]], int(total_n[i]), float(b))
@@ -371,42 +385,20 @@ def _paired(
     common = [p for p in a.prompts if p in in_b]
     ia = np.asarray([in_a[p] for p in common], dtype=np.int64)
     ib = np.asarray([in_b[p] for p in common], dtype=np.int64)
-    ea, eb = a.estimates[:, ia][:, :, ka], b.estimates[:, ib][:, :, kb]
     position = {p: i for i, p in enumerate(table.prompts)}
-    families = [table.family_of[position[p]] for p in common]
-    design = _design(families, options)
-    point_a = seeded_estimates(ea, design.point_weights()[None, :], np.ones((1, ea.shape[0])))[0]
-    point_b = seeded_estimates(eb, design.point_weights()[None, :], np.ones((1, eb.shape[0])))[0]
-    prompt_w = design.resample(options.resamples, rng)
-    diff = seeded_estimates(
-        ea, prompt_w, resample_seeds(ea.shape[0], options.resamples, rng)
-    ) - seeded_estimates(eb, prompt_w, resample_seeds(eb.shape[0], options.resamples, rng))
-    pa, pb = ea.mean(axis=0), eb.mean(axis=0)  # (prompts, K), averaged over seeds
-    solved = {
-        "only_a": [float(v) for v in (pa * (1 - pb)).sum(axis=0)],
-        "only_b": [float(v) for v in ((1 - pa) * pb).sum(axis=0)],
-        "both": [float(v) for v in (pa * pb).sum(axis=0)],
-        "neither": [float(v) for v in ((1 - pa) * (1 - pb)).sum(axis=0)],
-    }
-    na, ca = a.counts[0][:, ia].sum(axis=0), a.counts[1][:, ia].sum(axis=0)
-    nb, cb = b.counts[0][:, ib].sum(axis=0), b.counts[1][:, ib].sum(axis=0)
-
-    def only(n_other: Ints, here: Bools, there: Bools) -> list[tuple[str, int, float]]:
-        chosen = np.flatnonzero(here & ~there)
-        bounds = zero_success_upper_bound(n_other[chosen], options.alpha)
-        return [(common[i], int(n_other[i]), float(u)) for i, u in zip(chosen, bounds, strict=True)]
-
-    return Paired(
-        a=a.name,
-        b=b.name,
-        prompts=len(common),
-        ks=ks,
-        a_curve=[float(v) for v in point_a],
-        b_curve=[float(v) for v in point_b],
-        difference=percentile_interval(point_a - point_b, diff, options.confidence),
-        solved=solved,
-        only_a=only(nb, ca > 0, cb > 0),
-        only_b=only(na, cb > 0, ca > 0),
+    design = _design([table.family_of[position[p]] for p in common], options)
+    return compare(
+        (a.name, b.name),
+        common,
+        (a.estimates[:, ia][:, :, ka], b.estimates[:, ib][:, :, kb]),
+        (
+            (a.counts[0][:, ia], a.counts[1][:, ia]),
+            (b.counts[0][:, ib], b.counts[1][:, ib]),
+        ),
+        ks,
+        design,
+        (options.resamples, options.confidence, options.alpha),
+        rng,
     )
 
 
@@ -429,10 +421,9 @@ def analyse(table: Table, options: Options) -> Study:
             continue
         summary = _summarise(table, index, options, rng)
         summaries[name] = summary
-        if 1 < len(summary.seeds) < 3:
-            warnings.append(
-                f"{name}: {len(summary.seeds)} training seeds; the protocol asks for at least 3"
-            )
+        seed_note = seed_warning(name, summary.seeds)
+        if seed_note is not None:
+            warnings.append(seed_note)
         if summary.dropped:
             warnings.append(
                 f"{name}: {len(summary.dropped)} prompt(s) lack judged rows in some seeds and "
@@ -450,4 +441,7 @@ def analyse(table: Table, options: Options) -> Study:
             warnings.append(f"{a} and {b} share no judged prompt; they are not compared")
             continue
         paired[f"{a}|{b}"] = _paired(table, summaries[a], summaries[b], options, rng)
-    return Study(summaries, paired, options, table.excluded, table.decoding, warnings)
+    warnings += decoding_warnings(table.decoding, table.unrecorded)
+    return Study(
+        summaries, paired, options, table.excluded, table.decoding, warnings, table.training_specs
+    )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Design", "Interval", "percentile_interval", "resample_seeds", "seeded_estimates"]
+__all__ = ["Design", "Interval", "percentile_interval", "seeded_estimates"]
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -55,6 +55,22 @@ class Design:
     @property
     def sizes(self) -> Ints:
         return np.bincount(self.strata, minlength=len(self.weights)).astype(np.int64)
+
+    @property
+    def degrees_of_freedom(self) -> float:
+        """Of the estimate's variance: families - 1 when families are drawn, else prompts -
+        strata (at least 1)."""
+        if self.two_level and len(self.weights) > 1:
+            return float(len(self.weights) - 1)
+        return float(max(len(self.strata) - len(self.weights), 1))
+
+    @property
+    def variance_correction(self) -> float:
+        """The factor turning the bootstrap's plug-in variance into the unbiased one (n / (n-1)
+        for n draws of one population; prompts / (prompts - strata) within strata)."""
+        units = len(self.weights) if self.two_level and len(self.weights) > 1 else len(self.strata)
+        spent = 1 if self.two_level and len(self.weights) > 1 else len(self.weights)
+        return float(units / (units - spent)) if units > spent else 1.0
 
     def point_weights(self) -> Floats:
         """Per prompt, its weight in the study's average: its stratum's weight shared equally."""
@@ -98,13 +114,6 @@ class Interval:
     high: float
 
 
-def resample_seeds(seeds: int, resamples: int, rng: np.random.Generator) -> Floats:
-    """Per resample, how often each training seed was drawn (all ones for a single seed)."""
-    if seeds == 1:
-        return np.ones((resamples, 1))
-    return rng.multinomial(seeds, np.full(seeds, 1.0 / seeds), size=resamples).astype(np.float64)
-
-
 def seeded_estimates(estimates: Floats, prompt_weights: Floats, seed_weights: Floats) -> Floats:
     """The weighted average of per-prompt estimates, for every resample at once.
 
@@ -112,7 +121,9 @@ def seeded_estimates(estimates: Floats, prompt_weights: Floats, seed_weights: Fl
     one row of `point_weights`); `seed_weights` (B, seeds). Returns (B, K): per resample, the
     seed-weighted mean over seeds of each seed's prompt-weighted mean.
     """
-    per_seed = np.matmul(prompt_weights, estimates)  # (seeds, B, K): one BLAS product per seed
+    seeds, prompts, ks = estimates.shape
+    flat = estimates.transpose(1, 0, 2).reshape(prompts, seeds * ks)  # one 2-D BLAS product
+    per_seed = (prompt_weights @ flat).reshape(len(prompt_weights), seeds, ks).transpose(1, 0, 2)
     per_seed /= prompt_weights.sum(axis=1)[None, :, None]
     combined: Floats = np.einsum("bs,sbk->bk", seed_weights, per_seed)
     combined /= seed_weights.sum(axis=1)[:, None]

@@ -34,6 +34,7 @@ from proctor_client.evaluation.store import (
     split_reuse,
     write_scored,
 )
+from proctor_client.evaluation.study import study_from_scored
 
 __all__ = ["main"]
 
@@ -96,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--review-size", type=int, default=None, help="successes per model to review")
     p.add_argument("--review-seed", type=int, default=None, help="pre-registered review seed")
     p.add_argument("--review-labels", type=Path, default=None, help="labelled review JSONL")
+    p.add_argument(
+        "--review-stratify",
+        choices=("none", "only-one"),
+        default="none",
+        help="only-one: draw first from prompts solved only by some models",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -169,9 +176,10 @@ def _export_review(
     successes: dict[str, int] = {}
     for entry, w in zip(scored, won, strict=True):
         successes[entry.row.model] = successes.get(entry.row.model, 0) + int(w)
-    drawn = review.draw(scored, args.review_size, args.review_seed, won)
+    stratify = args.review_stratify == "only-one"
+    drawn = review.draw(scored, args.review_size, args.review_seed, won, stratify)
     path = review.export(
-        args.out, drawn, args.review_size, args.review_seed, successes, scorer.spec
+        args.out, drawn, args.review_size, args.review_seed, successes, scorer.spec, stratify
     )
     print(f"proctor-eval: review sample in {path}", file=sys.stderr)
 
@@ -221,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         scored = _score([row for _, row in numbered], scorer, args.out, args.no_progress)
-        study: Study = analyse(build_table(scored, options.threshold), options)
+        study: Study = study_from_scored(scored, options, scorer.spec.name)
         _export_review(args, scored, options, scorer)
         verified = _verified(args, scored, options)
     except (ValueError, review.ReviewError) as exc:

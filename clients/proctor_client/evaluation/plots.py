@@ -13,7 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from proctor_client.evaluation.analysis import Curve, ModelSummary, Paired, Study
+from proctor_client.evaluation.analysis import Curve, ModelSummary, Study
+from proctor_client.evaluation.paired import Paired
 
 __all__ = ["draw_all", "slug"]
 
@@ -62,7 +63,7 @@ def _pass_at_k(study: Study, path: Path, confidence: float) -> None:
             chance_drawn = True
     _k_axis(ax, ks)
     ax.set_ylabel("pass@k")
-    ax.set_title(f"pass@k with {confidence:.0%} bootstrap intervals")
+    ax.set_title(f"pass@k with {confidence:.0%} prompt-level intervals")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
@@ -115,8 +116,8 @@ def _histogram(models: Sequence[ModelSummary], path: Path) -> None:
 
 def _solved_by(pair: Paired, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
-    positions = range(len(pair.ks))
-    bottom = [0.0] * len(pair.ks)
+    positions = range(len(pair.solved_ks))
+    bottom = [0.0] * len(pair.solved_ks)
     parts = (
         ("both", "both", "tab:green"),
         ("only_a", f"only {pair.a}", "tab:blue"),
@@ -124,11 +125,11 @@ def _solved_by(pair: Paired, path: Path) -> None:
         ("neither", "neither", "lightgrey"),
     )
     for key, label, color in parts:
-        values = pair.solved[key]
+        values = [i.estimate for i in pair.solved[key]]
         ax.bar(positions, values, bottom=bottom, label=label, color=color)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_xticks(list(positions), [str(k) for k in pair.ks])
-    ax.set_xlabel("k (samples per prompt)")
+    ax.set_xticks(list(positions), [str(k) for k in pair.solved_ks])
+    ax.set_xlabel("k (samples per prompt and model: equal budgets)")
     ax.set_ylabel("prompts (expected over k-sample draws)")
     ax.set_title(f"{pair.a} vs {pair.b}: who solves which prompt")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))

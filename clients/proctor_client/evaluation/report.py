@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proctor_client.evaluation.analysis import Curve, ModelSummary, Paired, Study
+from proctor_client.evaluation.analysis import Curve, ModelSummary, Study
 from proctor_client.evaluation.bootstrap import Interval
 from proctor_client.evaluation.estimators import wilson_interval
+from proctor_client.evaluation.paired import CATEGORIES, OnlyBy, Paired
 from proctor_client.evaluation.rows import BadRow
 from proctor_client.evaluation.scoring import SpecSummary
 
@@ -37,10 +38,24 @@ class Verified:
     sampled: dict[str, int]
 
 
+def _ci(interval: Interval | None) -> list[float] | None:
+    return None if interval is None else [interval.low, interval.high]
+
+
+def _padded(intervals: list[Interval] | None, size: int) -> list[Interval | None]:
+    return [None] * size if intervals is None else [*intervals]
+
+
 def _curve_json(curve: Curve) -> dict[str, Any]:
+    recipe = _padded(curve.recipe, len(curve.ks))
     return {
-        str(k): {"estimate": i.estimate, "ci": [i.low, i.high], "capped_prompts": capped}
-        for k, i, capped in zip(curve.ks, curve.intervals, curve.capped, strict=True)
+        str(k): {
+            "estimate": i.estimate,
+            "ci": _ci(i),
+            "ci_recipe": _ci(r),
+            "capped_prompts": capped,
+        }
+        for k, i, r, capped in zip(curve.ks, curve.intervals, recipe, curve.capped, strict=True)
     }
 
 
@@ -75,21 +90,43 @@ def _model_json(s: ModelSummary, study: Study) -> dict[str, Any]:
     }
 
 
+def _only_json(listed: Sequence[OnlyBy], other: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "prompt_id": q.prompt_id,
+            "probability": q.probability,
+            f"{other}_samples": q.other_samples,
+            f"{other}_successes": q.other_successes,
+            f"{other}_upper_bound": q.other_upper_bound,
+        }
+        for q in listed
+    ]
+
+
 def _paired_json(p: Paired) -> dict[str, Any]:
+    recipe = _padded(p.difference_recipe, len(p.ks))
+    solved: dict[str, Any] = {}
+    for i, k in enumerate(p.solved_ks):
+        solved[str(k)] = {
+            name: {
+                "estimate": values[i].estimate,
+                "ci": _ci(values[i]),
+                "ci_recipe": _ci(p.solved_recipe[name][i]) if p.solved_recipe else None,
+            }
+            for name, values in p.solved.items()
+        }
     return {
         "a": p.a,
         "b": p.b,
         "prompts": p.prompts,
         "pass_at_k": {
-            str(k): {"a": a, "b": b, "difference": d.estimate, "ci": [d.low, d.high]}
-            for k, a, b, d in zip(p.ks, p.a_curve, p.b_curve, p.difference, strict=True)
+            str(k): {"a": a, "b": b, "difference": d.estimate, "ci": _ci(d), "ci_recipe": _ci(r)}
+            for k, a, b, d, r in zip(p.ks, p.a_curve, p.b_curve, p.difference, recipe, strict=True)
         },
-        "solved": {
-            str(k): {name: values[i] for name, values in p.solved.items()}
-            for i, k in enumerate(p.ks)
-        },
-        "only_a": [{"prompt_id": q, "b_samples": n, "b_upper_bound": u} for q, n, u in p.only_a],
-        "only_b": [{"prompt_id": q, "a_samples": n, "a_upper_bound": u} for q, n, u in p.only_b],
+        "budget": p.budget,
+        "solved": solved,
+        "only_a": _only_json(p.only_a, "b"),
+        "only_b": _only_json(p.only_b, "a"),
     }
 
 
@@ -106,7 +143,26 @@ def _bootstrap_rule(study: Study) -> str:
         first = "prompts within each task family (declared family weights held fixed)"
     else:
         first = "prompts (all samples of a prompt together)"
-    return f"{o.resamples} percentile resamples of {first}; training seeds resampled too"
+    rule = (
+        f"prompt level: the variance of {o.resamples} bootstrap resamples of {first}, the same "
+        "draw for every seed, made a Wilson interval with that effective sample size and a t "
+        "quantile"
+    )
+    seeded = any(len(s.seeds) > 1 for s in study.models.values())
+    if seeded:
+        rule += (
+            "; recipe level: plus the between-seed variance over the number of seeds, on "
+            "Satterthwaite's degrees of freedom (training seeds are not resampled)"
+        )
+    else:
+        rule += "; no recipe level (no model has two training seeds or more)"
+    return rule
+
+
+LEVELS = {
+    "ci": "prompt level: these training runs, prompts as a sample of their population",
+    "ci_recipe": "recipe level: new training runs of the same recipe too (null with one seed)",
+}
 
 
 def build_json(
@@ -122,6 +178,7 @@ def build_json(
             "success": _success_rule(study),
             "threshold": o.threshold,
             "bootstrap": _bootstrap_rule(study),
+            "intervals": LEVELS,
             "confidence": o.confidence,
             "weights": dict(o.weights) if o.weights is not None else None,
             "alpha": o.alpha,
@@ -181,7 +238,8 @@ def _curve_table(models: dict[str, Curve], chance: list[float] | None = None) ->
             if k in curve.ks:
                 i = curve.ks.index(k)
                 capped = f" ({curve.capped[i]} capped)" if curve.capped[i] else ""
-                cells.append(_cell(curve.intervals[i]) + capped)
+                recipe = f"; recipe {_range(curve.recipe[i])}" if curve.recipe else ""
+                cells.append(_cell(curve.intervals[i]) + recipe + capped)
             else:
                 cells.append("")
         if chance is not None:
@@ -245,6 +303,11 @@ def write_markdown(
             "prompts would reach (other prompts count 0). Coverage near it is bought by guessing.",
         ]
     md.append("")
+    if "families" not in figures:
+        md += [
+            "One task family: pass_at_k_families.png is written only when a study has several.",
+            "",
+        ]
     if "families" in figures:
         md += ["## Per task family", "", f"![families]({figures['families']})", ""]
         families = sorted({f for s in study.models.values() for f in s.families})
@@ -271,29 +334,49 @@ def write_markdown(
     path.write_text("\n".join(md) + "\n", encoding="utf-8")
 
 
+def _range(interval: Interval | None, digits: int = 3) -> str:
+    return "" if interval is None else f"[{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+
+
 def _paired_section(name: str, p: Paired, figure: str, study: Study) -> list[str]:
     md = [
         f"## {p.a} vs {p.b}",
         "",
-        f"{p.prompts} prompts judged for both. Difference = pass@k({p.a}) - pass@k({p.b}), "
-        "with a paired bootstrap (the same prompts drawn for both models).",
+        f"{p.prompts} prompts judged for both. Difference = pass@k({p.a}) - pass@k({p.b}); "
+        "the prompt draw is the same for both models (paired).",
         "",
-        "| k | " + p.a + " | " + p.b + " | difference [CI] | only " + p.a + " | only " + p.b
-        + " | both | neither |",
-        "|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+        f"| k | {p.a} | {p.b} | difference [prompt-level CI] | recipe-level CI |",
+        "|---|---|---|---|---|",
+    ]
     for i, k in enumerate(p.ks):
-        d = p.difference[i]
+        recipe = p.difference_recipe[i] if p.difference_recipe else None
         md.append(
-            f"| {k} | {p.a_curve[i]:.3f} | {p.b_curve[i]:.3f} | {_cell(d)} | "
-            + " | ".join(f"{p.solved[c][i]:.1f}" for c in ("only_a", "only_b", "both", "neither"))
-            + " |"
+            f"| {k} | {p.a_curve[i]:.3f} | {p.b_curve[i]:.3f} | {_cell(p.difference[i])} | "
+            f"{_range(recipe) or 'n/a (one seed each)'} |"
         )
+    heads = {"only_a": f"only {p.a}", "only_b": f"only {p.b}", "both": "both", "neither": "neither"}
     md += [
         "",
-        "Solved-by counts are expected numbers of prompts over random k-sample draws from each "
-        "model's samples (sum over prompts of pass@k(a)(1 - pass@k(b)) and so on); at the "
-        "largest k they count prompts solved at least once.",
+        f"Problems solved by each, at equal sample budgets (k samples per model and draw, the "
+        f"common budget is {p.budget}): expected numbers of prompts, with prompt-level and "
+        "(where a model has several seeds) recipe-level intervals.",
+        "",
+        "| k | " + " | ".join(heads[c] for c in CATEGORIES) + " |",
+        "|---|---|---|---|---|",
+    ]
+    for i, k in enumerate(p.solved_ks):
+        cells = []
+        for c in CATEGORIES:
+            cell = p.solved[c][i]
+            wide = _range(p.solved_recipe[c][i], 1) if p.solved_recipe else ""
+            cells.append(f"{cell.estimate:.1f} {_range(cell, 1)}" + (f"; {wide}" if wide else ""))
+        md.append(f"| {k} | " + " | ".join(cells) + " |")
+    md += [
+        "",
+        "Per prompt, P(a solves it in k samples) is the mean over a's seeds of its per-seed "
+        "pass@k, likewise for b; only a = P_a (1 - P_b), and so on, summed over prompts. The "
+        f"lists below are at the common budget ({p.budget}) with the same definition: each "
+        "prompt with its term of the sum (the terms add up to the count).",
         "",
         f"![solved by]({figure})",
         "",
@@ -301,13 +384,17 @@ def _paired_section(name: str, p: Paired, figure: str, study: Study) -> list[str
     alpha = study.options.alpha
     for label, listed, other in ((p.a, p.only_a, p.b), (p.b, p.only_b, p.a)):
         md.append(f"Prompts solved only by {label} ({len(listed)}):")
-        if listed:
-            md.append(
-                f"{other} had no success in them; with {1 - alpha:.0%} confidence its success "
-                "rate is below the bound shown (zero observations are not zero probability)."
-            )
         md.append("")
-        md += [f"- `{q}`: {other} 0/{n}, rate < {u:.4f}" for q, n, u in listed[:LISTED]]
+        for q in listed[:LISTED]:
+            bound = (
+                f", rate < {q.other_upper_bound:.4f} ({1 - alpha:.0%} one-sided)"
+                if q.other_upper_bound is not None
+                else ""
+            )
+            md.append(
+                f"- `{q.prompt_id}`: probability {q.probability:.3f}; {other} "
+                f"{q.other_successes}/{q.other_samples}{bound}"
+            )
         if len(listed) > LISTED:
             md.append(f"- ... {len(listed) - LISTED} more in report.json")
         md.append("")

@@ -3,10 +3,12 @@
 A row names its prompt, its sample number, the domain and reference that judge it, and the
 response; optionally the model (rows without one belong to "default"), the training seed of that
 model, the task family (the domain when absent), generation facts the termination penalties read,
-and the decoding settings. A malformed line stops the study naming its line and field, unless the
-caller skips bad lines (they are then reported). Two rows with one key `(prompt_id, sample, model,
-seed)`, or rows of one prompt that disagree on its reference, domain or task family, make the
-study inconsistent and are always refused: no statistic over them would mean anything.
+the decoding settings, the question itself (`prompt`, shown to reviewers) and the spec the model
+was trained under (`training_spec`, checked against the study's). A malformed line stops the
+study naming its line and field, unless the caller skips bad lines (they are then reported).
+Two rows with one key `(prompt_id, sample, model, seed)`, or rows of one prompt that disagree on
+its reference, domain or task family, make the study inconsistent and are always refused: no
+statistic over them would mean anything.
 """
 
 from __future__ import annotations
@@ -51,7 +53,13 @@ class Generation(BaseModel):
     response_tokens: int | None = Field(None, ge=0, strict=True)
     max_response_tokens: int | None = Field(None, gt=0, strict=True)
     decoding: dict[str, Any] | None = Field(
-        None, description="temperature, top_p, max_new_tokens, ... as the sampler recorded them"
+        None,
+        description='{"requested": {...}, "effective": {...} | null} as the sampler recorded it '
+        "(a flat dict of settings counts as requested)",
+    )
+    prompt: str | None = Field(None, description="the question as the model saw it (for review)")
+    training_spec: str | None = Field(
+        None, min_length=1, max_length=256, description="the reward spec the model trained on"
     )
 
     @property

@@ -4,7 +4,11 @@ file whose every row records the decoding settings that produced it.
     proctor-eval sample --model PATH --prompts PROMPTS.jsonl --n 64 --output GENERATIONS.jsonl
 
 PROMPTS.jsonl holds `prompt_id`, `prompt` (the text given to the model), `domain`, `reference`
-and optionally `task_family`. Defaults follow the protocol: temperature 0.6, top-p 0.95. Sampling
+and optionally `task_family`. Defaults follow the protocol: temperature 0.6, top-p 0.95, and no
+top-k and no repetition penalty unless asked (`--top-k`, `--repetition-penalty`): every setting
+is passed explicitly, over transformers' defaults and the model's own generation config. Each
+row's `decoding` holds `requested` (what was asked) and `effective` (the generation config
+`generate` was given, with the model's own config recorded beside it). Sampling
 is seeded (`--rng-seed`), so a study can be regenerated; `finish_reason` is `length` when a
 response ran into `--max-new-tokens` without an end-of-sequence token. Needs torch and
 transformers (the `[trainer]` extra); vLLM is not used.
@@ -13,6 +17,7 @@ transformers (the `[trainer]` extra); vLLM is not used.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -22,7 +27,7 @@ from typing import Any
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 __all__ = ["Decoding", "Prompt", "generate", "main"]
 
@@ -37,22 +42,66 @@ class Prompt(BaseModel):
     task_family: str | None = None
 
 
+EFFECTIVE_FIELDS = (
+    "do_sample",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "typical_p",
+    "repetition_penalty",
+    "no_repeat_ngram_size",
+    "max_new_tokens",
+)
+"""The generation-config fields recorded as the effective decoding."""
+
+
 @dataclass(frozen=True)
 class Decoding:
     temperature: float = 0.6
     top_p: float = 0.95
     max_new_tokens: int = 1024
     rng_seed: int = 0
+    top_k: int | None = None
+    """None: no top-k (transformers' own default of 50 is switched off, as is the model's)."""
+    repetition_penalty: float | None = None
+    """None: no penalty (1.0), whatever the model's generation config sets."""
 
-    def record(self, model: str) -> dict[str, Any]:
+    def requested(self) -> dict[str, Any]:
+        """What was asked for (None: not asked)."""
         return {
-            "engine": "transformers.generate",
-            "checkpoint": model,
             "temperature": self.temperature,
             "top_p": self.top_p,
+            "top_k": self.top_k,
+            "repetition_penalty": self.repetition_penalty,
             "max_new_tokens": self.max_new_tokens,
             "rng_seed": self.rng_seed,
         }
+
+    def explicit(self) -> dict[str, Any]:
+        """Every sampling setting, passed explicitly so nothing comes from a default."""
+        return {
+            "do_sample": True,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": 0 if self.top_k is None else self.top_k,  # 0 switches the warper off
+            "repetition_penalty": 1.0
+            if self.repetition_penalty is None
+            else self.repetition_penalty,
+            "max_new_tokens": self.max_new_tokens,
+        }
+
+
+def effective_config(model: Any, decoding: Decoding) -> tuple[GenerationConfig, dict[str, Any]]:
+    """The generation config `generate` is given (the model's own with every setting of
+    `decoding` written over it), and the record of it: the effective settings, and the model's own
+    generation config as it came with the checkpoint."""
+    own = model.generation_config
+    config = copy.deepcopy(own)
+    config.update(**decoding.explicit())
+    record = {name: getattr(config, name, None) for name in EFFECTIVE_FIELDS}
+    record["generation_config"] = own.to_diff_dict()
+    return config, record
 
 
 def read_prompts(path: Path) -> list[Prompt]:
@@ -88,7 +137,13 @@ def generate(
     model = AutoModelForCausalLM.from_pretrained(checkpoint)  # in eval mode (no dropout)
     torch.manual_seed(decoding.rng_seed)
     use_template = chat_template and getattr(tokenizer, "chat_template", None) is not None
-    record = decoding.record(checkpoint)
+    config, effective = effective_config(model, decoding)
+    record = {
+        "engine": "transformers.generate",
+        "checkpoint": checkpoint,
+        "requested": decoding.requested(),
+        "effective": effective,
+    }
     for start in range(0, len(prompts), batch_prompts):
         batch = prompts[start : start + batch_prompts]
         texts = [
@@ -103,10 +158,7 @@ def generate(
         with torch.no_grad():
             output = model.generate(
                 **encoded,
-                do_sample=True,
-                temperature=decoding.temperature,
-                top_p=decoding.top_p,
-                max_new_tokens=decoding.max_new_tokens,
+                generation_config=config,
                 num_return_sequences=n,
                 pad_token_id=tokenizer.pad_token_id,
             )
@@ -118,6 +170,7 @@ def generate(
             length = ids.index(tokenizer.eos_token_id) if ended else len(ids)
             yield {
                 "prompt_id": prompt.prompt_id,
+                "prompt": prompt.prompt,
                 "sample": row % n,
                 "model": model_name,
                 **({"seed": seed_label} if seed_label is not None else {}),
@@ -142,6 +195,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed-label", default=None, help="the rows' `seed`: the training run")
     p.add_argument("--temperature", type=float, default=Decoding.temperature)
     p.add_argument("--top-p", type=float, default=Decoding.top_p)
+    p.add_argument("--top-k", type=int, default=None, help="top-k (default: none)")
+    p.add_argument(
+        "--repetition-penalty", type=float, default=None, help="repetition penalty (default: none)"
+    )
     p.add_argument("--max-new-tokens", type=int, default=Decoding.max_new_tokens)
     p.add_argument("--rng-seed", type=int, default=Decoding.rng_seed)
     p.add_argument("--batch-prompts", type=int, default=4, help="prompts per generate call")
@@ -153,7 +210,14 @@ def main(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     if args.n < 1:
         raise SystemExit("proctor-eval sample: --n must be at least 1")
-    decoding = Decoding(args.temperature, args.top_p, args.max_new_tokens, args.rng_seed)
+    decoding = Decoding(
+        args.temperature,
+        args.top_p,
+        args.max_new_tokens,
+        args.rng_seed,
+        args.top_k,
+        args.repetition_penalty,
+    )
     prompts = read_prompts(args.prompts)
     rows = generate(
         args.model,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from proctor_client import _defaults
 from proctor_client.evaluation.rows import Generation
 
 __all__ = [
@@ -25,8 +26,8 @@ __all__ = [
     "item_fields",
 ]
 
-DEFAULT_SPEC = "prorl-v1-careful"
-"""The spec used when none is named: the service's default (`Settings.default_spec`)."""
+DEFAULT_SPEC = _defaults.DEFAULT_SPEC
+"""The spec used when none is named: the trainer's default too (`proctor_client._defaults`)."""
 
 Result = dict[str, Any]
 Progress = Callable[[int], None]

@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from proctor_client._defaults import DEFAULT_SPEC
+
 __all__ = ["Schedule", "Source", "Stage", "read_yaml"]
 
 
@@ -63,8 +65,9 @@ class Stage(BaseModel):
     """Rollout temperature; log-probabilities are taken at it too."""
     mixture: dict[str, float] = Field(min_length=1)
     """Data source name -> sampling weight (weights need not sum to 1)."""
-    spec: str | None = None
-    """The Proctor reward spec (None: the server's default)."""
+    spec: str | None = DEFAULT_SPEC
+    """The Proctor reward spec (default `proctor_client._defaults.DEFAULT_SPEC`, the evaluator's
+    default too; None: the server's default)."""
     reset_at_start: bool = False
     """Reset (reference and/or optimizer, as the run's switches say) when this stage begins."""
 

@@ -28,6 +28,7 @@ KEY_B = "client-b-0123456789abcdef"
 DEADLINE_S = 40
 SLEEPERS = 16_384
 
+
 def _sleeper(n: int) -> dict[str, Any]:
     """A distinct code item (identical ones are scored once) that sleeps past the wall cap."""
     return {
@@ -35,6 +36,8 @@ def _sleeper(n: int) -> dict[str, Any]:
         "response": f"```python\nimport time  # {n}\ntime.sleep(600)\n```",
         "reference": {"language": "python", "tests": {"stdio": [{"input": "", "output": "x\n"}]}},
     }
+
+
 DOUBLER = {
     "id": "b-code",
     "domain": "code",
@@ -101,7 +104,9 @@ def _post(url: str, key: str, items: list[dict[str, Any]]) -> httpx.Response:
 
 def _check_fair(url: str) -> None:
     with ThreadPoolExecutor(1) as pool:
-        a: Future[httpx.Response] = pool.submit(_post, url, KEY_A, [_sleeper(n) for n in range(SLEEPERS)])
+        a: Future[httpx.Response] = pool.submit(
+            _post, url, KEY_A, [_sleeper(n) for n in range(SLEEPERS)]
+        )
         poll(lambda: _busy(url), 60)  # A's items are being scored
         code = _post(url, KEY_B, [DOUBLER])
         math = _post(url, KEY_B, [MATH])
@@ -109,7 +114,7 @@ def _check_fair(url: str) -> None:
         a_response = a.result(timeout=DEADLINE_S + 120)
     assert code.status_code == 200, code.text
     assert math.status_code == 200, math.text
-    assert [(r["status"], r["score"]) for r in code.json()["results"]] == [("ok", 1.0)]
+    assert [(r["status"], r["score"]) for r in code.json()["results"]] == [("ok", 1.0)], code.text
     assert [(r["status"], r["score"]) for r in math.json()["results"]] == [("ok", 1.0)]
     assert a_was_open, "B was answered only once A's batch was over"
     assert a_response.status_code == 200, a_response.text

@@ -50,7 +50,10 @@ class LocalDispatcher:
             chunk_size=settings.chunk_size,
         )
         self.costs = CostModel(registry)
-        self._threads = FairThreads(settings.thread_workers, "proctor-score")
+        # No more threads than sandboxes: a thread waiting for a sandbox would hold its item
+        # in a first-come, first-served line again, out of the fair queue's reach.
+        threads = min(settings.thread_workers, settings.sandbox.pool_size)
+        self._threads = FairThreads(threads, "proctor-score")
         self._sandbox: SandboxBackend | None = None
         self._sandbox_error: str | None = None
         self._needs_sandbox = any(s.executor == "thread" for s in registry)

@@ -96,8 +96,10 @@ class RedisJobStore:
 
         def record() -> None:
             pipe = self.client.pipeline()
-            mapping = {"status": "queued", "total": str(total), "done": "0", "tenant": job.tenant}
-            pipe.hset(_job_key(job.id), mapping=mapping)
+            pipe.hset(
+                _job_key(job.id),
+                mapping={"status": "queued", "total": total, "done": 0, "tenant": job.tenant},
+            )
             pipe.set(_body_key(job.id), body, ex=int(self.body_ttl_s))
             pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
             pipe.sadd(_RUNNING, job.id)

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from proctor_client.evaluation.analysis import Options, analyse, build_table
-from proctor_client.evaluation.local import LocalScorer
 from proctor_client.evaluation.plots import draw_all
 from proctor_client.evaluation.report import build_json, write_json, write_markdown
 from proctor_client.evaluation.rows import Generation
 from proctor_client.evaluation.store import ScoredRow
+from proctor_client.local import LocalScorer
 from reward_specs import Item, ScoreContext, default_registry, load_specs, score_item
 
 CHOICES = ["alpha", "beta", "gamma", "delta"]

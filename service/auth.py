@@ -17,6 +17,7 @@ import re
 from fastapi import HTTPException, Request
 
 from service.settings import Settings
+from service.tenancy import set_tenant, tenant_of_key
 
 __all__ = ["ApiKeyAuth", "ExposureError", "check_exposure", "load_keys", "redact_access_log"]
 
@@ -124,3 +125,4 @@ class ApiKeyAuth:
                 detail="unknown API key",
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
             )
+        set_tenant(tenant_of_key(key.strip()))  # whose work this request's is (service.tenancy)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from service.schemas import ErrorInfo, JobState, JobStatus, ScoreResponse
+from service.tenancy import OPEN_TENANT, tenant
 
 __all__ = ["Job", "JobHandle", "JobStore", "Jobs", "TooManyJobs"]
 
@@ -36,6 +37,8 @@ class TooManyJobs(RuntimeError):
 class Job:
     id: str
     total: int
+    tenant: str = OPEN_TENANT
+    """Whose job it is (`service.tenancy`): only that tenant may see or cancel it."""
     status: JobState = "queued"
     completed: int = 0
     result: ScoreResponse | None = None
@@ -117,7 +120,7 @@ class JobStore:
             raise TooManyJobs(
                 f"{self.max_jobs} jobs are already running; retry later", self._retry_after_s()
             )
-        job = Job(id=secrets.token_hex(12), total=total)
+        job = Job(id=secrets.token_hex(12), total=total, tenant=tenant())
         self._jobs[job.id] = job
         job.task = asyncio.create_task(self._run(job, runner), name=f"job-{job.id}")
         return job
@@ -152,8 +155,10 @@ class JobStore:
         return self._get(job_id)
 
     def _get(self, job_id: str) -> Job | None:
+        """The job, if it is the calling tenant's (another's is as unknown as a missing one)."""
         self._expire()
-        return self._jobs.get(job_id)
+        job = self._jobs.get(job_id)
+        return job if job is not None and job.tenant == tenant() else None
 
     async def delete(self, job_id: str) -> Job | None:
         """Cancel a running job (kept, as `cancelled`, for `ttl_s`) or forget a finished one;

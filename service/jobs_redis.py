@@ -25,6 +25,7 @@ from service.dispatch.base import Unavailable
 from service.dispatch.queue import wire
 from service.jobs import Job, Runner, TooManyJobs
 from service.schemas import ErrorInfo, JobState, JobStatus, ScoreResponse
+from service.tenancy import OPEN_TENANT, tenant
 
 __all__ = ["LEASE_TTL_S", "RedisJobStore"]
 
@@ -91,11 +92,14 @@ class RedisJobStore:
     async def start(self, total: int, runner: Runner, body: bytes = b"") -> Job:
         if await self._redis(lambda: self.client.scard(_RUNNING)) >= self.max_jobs:
             raise TooManyJobs(f"{self.max_jobs} jobs are already running; retry later", 5)
-        job = Job(id=secrets.token_hex(12), total=total)
+        job = Job(id=secrets.token_hex(12), total=total, tenant=tenant())
 
         def record() -> None:
             pipe = self.client.pipeline()
-            pipe.hset(_job_key(job.id), mapping={"status": "queued", "total": total, "done": 0})
+            pipe.hset(
+                _job_key(job.id),
+                mapping={"status": "queued", "total": total, "done": 0, "tenant": job.tenant},
+            )
             pipe.set(_body_key(job.id), body, ex=int(self.body_ttl_s))
             pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
             pipe.sadd(_RUNNING, job.id)
@@ -188,6 +192,10 @@ class RedisJobStore:
         if not fields:
             return None
         text = {k.decode(): v.decode() for k, v in fields.items()}
+        if text.get("tenant", OPEN_TENANT) != tenant():
+            return None  # another tenant's job is as unknown as a missing one
+        if "status" not in text or "total" not in text:
+            return _Snapshot(job_id, _lost(job_id, text))
         result = text.get("result")
         error = text.get("error")
         status = JobStatus(
@@ -279,3 +287,16 @@ class RedisJobStore:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.client.close()
+
+
+def _lost(job_id: str, text: dict[str, str]) -> JobStatus:
+    """A job whose record in Redis is only partly there (Redis restarted and lost it, or
+    evicted keys): failed, with reason `state_lost`, rather than a guess."""
+    message = "this job's state was lost by the job store (Redis restarted); submit it again"
+    return JobStatus(
+        job_id=job_id,
+        status="failed",
+        total=int(text.get("total", 0)),
+        completed=int(text.get("done", 0)),
+        error=ErrorInfo(code="state_lost", message=message),
+    )

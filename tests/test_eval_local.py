@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from proctor_client.evaluation.local import LocalScorer, outcome_result
 from proctor_client.evaluation.rows import Generation
+from proctor_client.local import LocalScorer, outcome_result
 from reward_specs import Outcome
 from tests.eval_synthetic import math_row
 

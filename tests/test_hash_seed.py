@@ -35,7 +35,7 @@ def test_threads_starting_processes_at_once_each_see_the_pinned_seed() -> None:
 
 
 _EVALUATE = """
-from proctor_client.evaluation.local import LocalScorer
+from proctor_client.local import LocalScorer
 from proctor_client.evaluation.rows import Generation
 
 row = Generation.model_validate({

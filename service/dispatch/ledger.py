@@ -1,5 +1,6 @@
-"""The work a worker pool holds: its batches, the chunks of them still to hand out, and each
-outcome as it is recorded, so that every batch's future resolves once with one `Outcome` per item.
+"""The work a worker pool holds: its batches, the chunks of them still to hand out (in a
+`fair.FairQueue`: round-robin across tenants, then across their batches), and each batch's
+`outcomes.OutcomeLedger`, so that every batch's future resolves once with one `Outcome` per item.
 
 Used by the pool's manager thread alone (`service.dispatch.pool`), which owns the processes; the
 ledger knows nothing of them.
@@ -11,12 +12,12 @@ import contextlib
 import itertools
 import logging
 import math
-from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import InvalidStateError
 from multiprocessing.reduction import ForkingPickler
 
 from reward_specs import Outcome
+from service.dispatch.fair import FairQueue
 from service.dispatch.pool_state import Batch, Chunk
 
 __all__ = ["Ledger", "plan_chunks"]
@@ -30,7 +31,7 @@ class Ledger:
 
     def __init__(self, workers: int, chunk_size: int = 0) -> None:
         self.batches: list[Batch] = []
-        self.pending: deque[Chunk] = deque()
+        self.pending: FairQueue[Chunk] = FairQueue()
         self._workers = workers
         self._chunk_size = chunk_size
         self._chunk_ids = itertools.count()
@@ -47,7 +48,7 @@ class Ledger:
         costs = None if batch.costs is None else [batch.costs[p] for p in positions]
         for chunk in plan_chunks(len(positions), size, self._workers, costs):
             chosen = [positions[i] for i in chunk]
-            self.pending.append(Chunk(next(self._chunk_ids), batch, chosen))
+            self.pending.push(batch.tenant, batch, Chunk(next(self._chunk_ids), batch, chosen))
 
     def _size_for(self, n: int) -> int:
         if self._chunk_size:
@@ -58,18 +59,18 @@ class Ledger:
     def requeue(self, batch: Batch, positions: list[int]) -> None:
         """`positions` go out again, first, as a chunk of their own (after a worker was lost)."""
         if positions:
-            self.pending.appendleft(Chunk(next(self._chunk_ids), batch, positions))
+            chunk = Chunk(next(self._chunk_ids), batch, positions)
+            self.pending.push(batch.tenant, batch, chunk, front=True)
 
     def next_message(self) -> tuple[Chunk, bytes] | None:
         """The next chunk with something left to score and its message for a worker, or None
         when nothing is pending. Chunks of abandoned batches are dropped on the way."""
-        while self.pending:
-            chunk = self.pending.popleft()
+        while (chunk := self.pending.pop()) is not None:
             batch = chunk.batch
             if batch.abandoned:
                 self.drop(batch)
                 continue
-            todo = [p for p in chunk.positions if batch.results[p] is None]
+            todo = [p for p in chunk.positions if not batch.outcomes.has(p)]
             payload = self._pickle(chunk, todo)
             if payload is not None:
                 return chunk, payload
@@ -77,14 +78,14 @@ class Ledger:
 
     def put_back(self, chunk: Chunk) -> None:
         """A chunk `next_message` gave that could not be sent: it is the next one out."""
-        self.pending.appendleft(chunk)
+        self.pending.push(chunk.batch.tenant, chunk.batch, chunk, front=True)
 
     def _pickle(self, chunk: Chunk, todo: list[int]) -> bytes | None:
         """The chunk's message for a worker, or None if nothing of it is left to send. An item
         that cannot be pickled is resolved `invalid` on its own; the rest of its chunk goes."""
         batch = chunk.batch
         for attempt in range(2):
-            todo = [p for p in todo if batch.results[p] is None]
+            todo = [p for p in todo if not batch.outcomes.has(p)]
             if not todo:
                 return None
             chunk.positions = todo
@@ -114,37 +115,40 @@ class Ledger:
 
     def record(self, batch: Batch, position: int, outcome: Outcome) -> None:
         """`outcome` for `position`, unless it already has one; the batch resolves with its last."""
-        if batch.done or batch.results[position] is not None:
+        if batch.done or not batch.outcomes.record(position, outcome):
             return
-        batch.results[position] = outcome
-        batch.remaining -= 1
-        if batch.on_done is not None:
-            try:
-                batch.on_done(position)
-            except Exception:  # a progress report is never worth a batch
-                log.exception("a batch's progress callback failed")
-        if batch.remaining == 0:
+        if batch.outcomes.complete:
             self._complete(batch)
+
+    def strike(self, batch: Batch, position: int) -> bool:
+        """`position` was being scored when its worker died: True if it is now a poison item
+        (judged 0), False if it goes out again."""
+        if batch.done:
+            return False
+        poisoned = batch.outcomes.strike(position)
+        if batch.outcomes.complete:
+            self._complete(batch)
+        return poisoned
 
     def _complete(self, batch: Batch) -> None:
         batch.done = True
         self.batches = [b for b in self.batches if b is not batch]
-        results = [r for r in batch.results if r is not None]
+        self.pending.discard(batch)
         with contextlib.suppress(InvalidStateError):  # cancelled by its caller meanwhile
-            batch.future.set_result(results)
+            batch.future.set_result(batch.outcomes.outcomes())
 
     def drop(self, batch: Batch) -> None:
-        """Forget a batch nobody awaits any more (its chunks are skipped as they come up)."""
+        """Forget a batch nobody awaits any more, and its chunks."""
         batch.done = True
+        self.pending.discard(batch)
         if batch in self.batches:
             self.batches.remove(batch)
 
     def finish_missing(self, batch: Batch, code: str, message: str) -> None:
         """Resolve `batch` now: each item without an outcome is `infra_error` with `code`."""
-        for position, outcome in enumerate(batch.results):
-            if outcome is None:
-                batch.results[position] = Outcome.failure("infra_error", code, message)
-        batch.remaining = 0
+        if batch.done:
+            return
+        batch.outcomes.fill_missing(code, message)
         self._complete(batch)
 
     def fail_all(self, code: str, message: str) -> None:
@@ -176,7 +180,7 @@ class Ledger:
                 self.finish_missing(batch, "pool_crashed", "the worker pool manager crashed")
             else:
                 batch.survived_crash = True
-                batch.strikes.clear()
+                batch.outcomes.strikes.clear()
                 self.plan(batch, batch.missing())
 
 

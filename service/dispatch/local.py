@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from sandboxes import SandboxBackend, SandboxError, open_backend
@@ -22,7 +23,9 @@ from sandboxes.checkers import open_checker_backend
 from service.dispatch.base import DispatchStats, Renumbered
 from service.dispatch.costs import CostModel
 from service.dispatch.pool import WorkerPool
+from service.dispatch.threads import FairThreads
 from service.settings import Settings
+from service.tenancy import tenant
 
 __all__ = ["LocalDispatcher"]
 
@@ -48,9 +51,10 @@ class LocalDispatcher:
             chunk_size=settings.chunk_size,
         )
         self.costs = CostModel(registry)
-        self._threads = ThreadPoolExecutor(
-            settings.thread_workers, thread_name_prefix="proctor-score"
-        )
+        # No more threads than sandboxes: a thread waiting for a sandbox would hold its item
+        # in a first-come, first-served line again, out of the fair queue's reach.
+        threads = min(settings.thread_workers, settings.sandbox.pool_size)
+        self._threads = FairThreads(threads, "proctor-score")
         self._sandbox: SandboxBackend | None = None
         self._sandbox_error: str | None = None
         self._needs_sandbox = any(s.executor == "thread" for s in registry)
@@ -79,7 +83,7 @@ class LocalDispatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watchdog
         await asyncio.to_thread(self.pool.stop)
-        self._threads.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown()
         if self._sandbox is not None:
             await asyncio.to_thread(self._sandbox.close)
         await asyncio.to_thread(self._checkers.close)
@@ -136,12 +140,20 @@ class LocalDispatcher:
         pool_items = [items[p] for p in in_pool]
         labels = [self.costs.label(item) for item in pool_items]
         pool_done = None if on_done is None else Renumbered(on_done, in_pool)
+        whose = tenant()
         pool_future = self.pool.submit(
-            spec.name, pool_items, deadline, self.costs.estimates(labels), pool_done
+            spec.name, pool_items, deadline, self.costs.estimates(labels), pool_done, whose
         )
-        thread_outcomes = await asyncio.gather(
-            *(self._run_in_thread(spec, items[p], deadline, p, on_done) for p in in_threads)
-        )
+        request = _Request(whose)
+        try:
+            thread_outcomes = await asyncio.gather(
+                *(
+                    self._run_in_thread(spec, items[p], deadline, p, on_done, request)
+                    for p in in_threads
+                )
+            )
+        finally:
+            self._threads.forget(request)
         pool_outcomes = await self._await_pool(pool_future, len(pool_items), deadline)
         self.costs.observe(labels, pool_outcomes)
         outcomes = dict(zip(in_threads, thread_outcomes, strict=True))
@@ -171,13 +183,16 @@ class LocalDispatcher:
         deadline: float,
         position: int,
         on_done: Callable[[int], None] | None,
+        request: _Request,
     ) -> Outcome:
-        outcome = await self._score_in_thread(spec, item, deadline)
+        outcome = await self._score_in_thread(spec, item, deadline, request)
         if on_done is not None:
             on_done(position)
         return outcome
 
-    async def _score_in_thread(self, spec: Spec, item: Item, deadline: float) -> Outcome:
+    async def _score_in_thread(
+        self, spec: Spec, item: Item, deadline: float, request: _Request
+    ) -> Outcome:
         if self._sandbox is None:
             return Outcome.failure(
                 "infra_error",
@@ -185,8 +200,8 @@ class LocalDispatcher:
                 self._sandbox_error or "no sandbox backend is running",
             )
         ctx = ScoreContext(sandbox=self._sandbox, checker_sandbox=self._checkers)
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._threads, score_item, self.registry, spec, item, ctx)
+        call = functools.partial(score_item, self.registry, spec, item, ctx)
+        future = asyncio.wrap_future(self._threads.submit(request.tenant, request, call))
         try:
             return await asyncio.wait_for(future, timeout=max(0.0, deadline - time.monotonic()))
         except TimeoutError:
@@ -195,3 +210,12 @@ class LocalDispatcher:
                 "deadline_exceeded",
                 "the request deadline passed before this item was scored",
             )
+
+
+class _Request:
+    """One `run`'s share of the sandbox threads (compared by identity)."""
+
+    __slots__ = ("tenant",)
+
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant

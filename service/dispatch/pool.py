@@ -41,13 +41,13 @@ from typing import Any
 from reward_specs import Item, Outcome
 from service.dispatch import processes
 from service.dispatch.ledger import Ledger
+from service.dispatch.outcomes import OutcomeLedger
 from service.dispatch.pool_state import Batch, PoolStats, WorkerSlot
 
 __all__ = ["PoolStats", "WorkerPool"]
 
 log = logging.getLogger(__name__)
 
-_MAX_STRIKES = 2
 _START_FAILURES_BEFORE_BROKEN = 5
 _CRASH_WINDOW_S = 60.0
 """Manager crashes within this window count towards the back-off before the next manager."""
@@ -130,13 +130,15 @@ class WorkerPool:
         deadline: float,
         costs: Sequence[float] | None = None,
         on_done: Callable[[int], None] | None = None,
+        tenant: str = "",
     ) -> Future[list[Outcome]]:
         """Score `items` under spec `spec_name`; `deadline` is a `time.monotonic()` instant.
 
         `costs`, one estimate per item in any unit, orders the work: the costliest items go out
         first, in chunks of about equal cost, so the batch ends with cheap ones spread over every
         worker rather than with one slow item on one worker (see `ledger.plan_chunks`). `on_done`
-        is called from the manager thread with each position as it gets its outcome."""
+        is called from the manager thread with each position as it gets its outcome. Chunks
+        go to workers round-robin across tenants, then across their batches (`fair`)."""
         if costs is not None and len(costs) != len(items):
             raise ValueError(f"{len(costs)} costs for {len(items)} items")
         future: Future[list[Outcome]] = Future()
@@ -146,9 +148,8 @@ class WorkerPool:
         if self._stopping:
             future.set_exception(RuntimeError("the worker pool is stopped"))
             return future
-        batch = Batch(
-            spec_name, items, deadline, future, [None] * len(items), len(items), costs, on_done
-        )
+        outcomes = OutcomeLedger(len(items), on_done)
+        batch = Batch(spec_name, items, deadline, future, outcomes, costs, tenant)
         self._inbox.put(batch)
         self.heal()
         self._wake()
@@ -346,17 +347,12 @@ class WorkerPool:
         if chunk is not None:
             batch = chunk.batch
             culprit = None
-            if current is not None and batch.results[current[0]] is None:
+            if current is not None and not batch.outcomes.has(current[0]):
                 culprit = current[0]
             self._ledger.requeue(batch, [p for p in worker.unfinished() if p != culprit])
             if culprit is not None:
-                strikes = batch.strikes.get(culprit, 0) + 1
-                batch.strikes[culprit] = strikes
-                if strikes >= _MAX_STRIKES:
+                if self._ledger.strike(batch, culprit):
                     self._stats.poison_items += 1
-                    message = "scoring this item killed a worker twice"
-                    poison = Outcome.judged_zero("poison", message=message)
-                    self._ledger.record(batch, culprit, poison)
                 else:
                     self._ledger.requeue(batch, [culprit])
         self._replace(worker)
@@ -379,7 +375,7 @@ class WorkerPool:
             self._read_messages(worker)
             chunk = worker.chunk
             if chunk is not None:
-                if chunk.batch.results[position] is None:
+                if not chunk.batch.outcomes.has(position):
                     limit = self.item_timeout_s
                     self._ledger.record(
                         chunk.batch, position, Outcome.judged_zero("timeout", limit_s=limit)

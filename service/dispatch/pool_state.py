@@ -4,14 +4,15 @@ each is scoring. Plain data, used by the manager thread alone (`service.dispatch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from reward_specs import Item, Outcome
+from service.dispatch.outcomes import OutcomeLedger
 
 __all__ = ["Batch", "Chunk", "PoolStats", "WorkerSlot"]
 
@@ -22,11 +23,10 @@ class Batch:
     items: Sequence[Item]
     deadline: float
     future: Future[list[Outcome]]
-    results: list[Outcome | None]
-    remaining: int
+    outcomes: OutcomeLedger
     costs: Sequence[float] | None = None
-    on_done: Callable[[int], None] | None = None
-    strikes: dict[int, int] = field(default_factory=dict)
+    tenant: str = ""
+    """Whose batch (`service.tenancy`): the ledger shares the workers fairly among tenants."""
     done: bool = False
     survived_crash: bool = False
     """A manager crash already retried this batch's missing items once."""
@@ -37,7 +37,7 @@ class Batch:
         return self.done or self.future.cancelled()
 
     def missing(self) -> list[int]:
-        return [p for p, outcome in enumerate(self.results) if outcome is None]
+        return self.outcomes.missing()
 
 
 @dataclass(eq=False)
@@ -69,7 +69,7 @@ class WorkerSlot:
         chunk = self.chunk
         if chunk is None:
             return []
-        return [p for p in chunk.positions if chunk.batch.results[p] is None]
+        return [p for p in chunk.positions if not chunk.batch.outcomes.has(p)]
 
 
 @dataclass

@@ -114,20 +114,14 @@ def _scorer(args: argparse.Namespace) -> RowScorer:
 
         return RemoteScorer(args.url, spec, api_key=args.api_key)
     try:
-        from proctor_client.evaluation.local import LocalScorer  # needs the server package
+        from proctor_client.local import LocalScorer  # the [local] extra: the server package
     except ImportError as exc:
         raise SystemExit(
             f"proctor-eval: in-process scoring needs the proctor server package ({exc}); "
             "install it, or score against a service with --url"
         ) from exc
-    from sandboxes import SandboxSettings
-
-    return LocalScorer(
-        spec,
-        args.spec_dir,
-        args.workers,
-        SandboxSettings(backend=args.sandbox_backend),
-        args.registry,
+    return LocalScorer.with_sandbox(
+        spec, args.spec_dir, args.workers, args.sandbox_backend, args.registry
     )
 
 

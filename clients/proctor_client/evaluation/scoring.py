@@ -1,6 +1,6 @@
 """Scoring a study's rows: one small protocol, two implementations.
 
-`local.LocalScorer` scores in-process through `reward_specs` (needs the server package);
+`proctor_client.local.LocalScorer` scores in-process through the service (the [local] extra);
 `remote.RemoteScorer` asks a running service. Both give, for every row, the result object the
 service gives for the same item and spec.
 

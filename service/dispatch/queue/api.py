@@ -29,8 +29,10 @@ from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from service.dispatch.base import DispatchStats, Overloaded, Renumbered, Unavailable
 from service.dispatch.queue import wire
 from service.dispatch.queue.batch import BatchRun, Counters, chunk_size
+from service.dispatch.queue.grants import Grants
 from service.logs import request_id
 from service.settings import Settings
+from service.tenancy import tenant
 
 __all__ = ["QueueDispatcher"]
 
@@ -62,6 +64,11 @@ class _View:
     def alive(self, domain: str) -> int:
         return sum(domain in report.domains for report in self.workers.values())
 
+    def slots(self, domain: str) -> tuple[int, int]:
+        """(RQ loops of the live workers serving `domain`, those workers)."""
+        serving = [r for r in self.workers.values() if domain in r.domains]
+        return sum(max(1, r.loops) for r in serving), len(serving)
+
     def total(self, count: str) -> int:
         return sum(getattr(report, count) for report in self.workers.values())
 
@@ -82,6 +89,7 @@ class QueueDispatcher:
         self._threads = ThreadPoolExecutor(MAX_BATCH_THREADS, thread_name_prefix="proctor-queue")
         self._monitor: asyncio.Task[None] | None = None
         self._batches: set[BatchRun] = set()
+        self.grants = Grants(self._view_slots)
 
     async def start(self) -> None:
         await asyncio.to_thread(self._refresh)
@@ -199,7 +207,9 @@ class QueueDispatcher:
                 alive=self._view_alive,
                 queue_wait_s=self.settings.queue_wait_s,
                 counters=self.counters,
+                grants=self.grants,
                 on_done=None if on_done is None else Renumbered(on_done, queued),
+                tenant=tenant(),
             )
             loop = asyncio.get_running_loop()
             self._batches.add(batch)
@@ -216,6 +226,9 @@ class QueueDispatcher:
 
     def _view_alive(self, domain: str) -> int:
         return self._view.alive(domain)
+
+    def _view_slots(self, domain: str) -> tuple[int, int]:
+        return self._view.slots(domain)
 
     def _chunk_items(self, domain: str, n: int) -> int:
         return chunk_size(n, self._view.alive(domain), self.settings.queue_chunk_size)

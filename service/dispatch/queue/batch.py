@@ -3,8 +3,10 @@ collected, lost chunks re-run, until every item has exactly one outcome.
 
 Runs on a thread of its own (it blocks on Redis). What it guarantees:
 
-- results are recorded per item position, first one wins: a chunk that finishes twice (its first
-  worker was only slow, or stopped) counts once;
+- results are recorded per item position in an `outcomes.OutcomeLedger`, first one wins: a chunk
+  that finishes twice (its first worker was only slow, or stopped) counts once;
+- chunks go on the queues only as `grants.Grants` allows (a fair share of the live workers'
+  loops, round-robin across tenants and batches), so no batch queues another behind all of it;
 - a chunk claimed by a worker whose lease then lapses (the worker was killed, stopped or cut off)
   is re-enqueued at once, and so is one taken off its queue but never claimed (its worker died
   in between, or its job failed); a chunk lost twice is split into single items, and a single
@@ -22,6 +24,7 @@ import math
 import pickle
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +35,13 @@ from rq.job import Job
 
 from reward_specs import Item, Outcome
 from service.dispatch.base import Unavailable
+from service.dispatch.outcomes import POISON_MESSAGE, OutcomeLedger
 from service.dispatch.queue import wire
+from service.dispatch.queue.grants import Grants
 from service.logs import request_id
+
+WAKE_S = 0.1
+"""How often a batch waiting for results looks for chunks granted to it by other threads."""
 
 __all__ = ["BatchRun", "Counters", "chunk_size"]
 
@@ -72,6 +80,9 @@ class _Chunk:
     positions: list[int]
     lapses: int = 0
     job_id: str = ""
+    """Set once enqueued (granted)."""
+    held: bool = False
+    """Counted in the grants until it is finished or lost."""
     orphan_since: float | None = None
     unclaimed_since: float | None = None
 
@@ -97,7 +108,9 @@ class BatchRun:
         alive: Callable[[str], int],
         queue_wait_s: float,
         counters: Counters,
+        grants: Grants,
         on_done: Callable[[int], None] | None = None,
+        tenant: str = "",
     ) -> None:
         """`items` are the batch's items (all of domains that have a queue), `deadline` a
         `time.monotonic()` instant; `chunk_items(domain, n)` is the job size for `n` items of a
@@ -114,9 +127,10 @@ class BatchRun:
         self.alive = alive
         self.queue_wait_s = queue_wait_s
         self.counters = counters
-        self.on_done = on_done
-        self.results: list[Outcome | None] = [None] * len(items)
-        self.remaining = len(items)
+        self.grants = grants
+        self.tenant = tenant
+        self.outcomes = OutcomeLedger(len(items), on_done, self.log_extra)
+        self.granted: deque[_Chunk] = deque()
         self.cancelled = threading.Event()
         self._stopped_by = ("deadline_exceeded", "the request deadline passed")
         self._jobs = 0
@@ -138,19 +152,49 @@ class BatchRun:
         self._stopped_by = (code, why)
         self.cancelled.set()
 
+    def grant(self, chunk: _Chunk) -> None:
+        """`grants` lets `chunk` go on its queue (any thread; this batch's loop enqueues it)."""
+        chunk.held = True
+        self.granted.append(chunk)
+
+    def _offer(self, chunks: Sequence[_Chunk], *, front: bool = False) -> None:
+        by_domain: dict[str, list[_Chunk]] = {}
+        for chunk in chunks:
+            by_domain.setdefault(chunk.domain, []).append(chunk)
+        for domain, offered in by_domain.items():
+            self.grants.offer(self, domain, offered, front=front)
+
+    def _release_finished(self) -> None:
+        for chunk in self._chunks:
+            if chunk.held and not self._todo(chunk):
+                self._release(chunk)
+
+    def _release(self, chunk: _Chunk) -> None:
+        if chunk.held:
+            chunk.held = False
+            self.grants.finish(self, chunk.domain)
+
+    def _send_granted(self) -> None:
+        chunks = []
+        while self.granted:
+            chunks.append(self.granted.popleft())
+        if chunks:
+            self._enqueue(chunks)
+
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> list[Outcome]:
         """Block until every item has its outcome (or the deadline, or `cancelled`)."""
         key = wire.results_key(self.batch_id)
         try:
-            self._enqueue(self._chunks)
+            self._offer(self._chunks)
             checked = time.monotonic()
-            while self.remaining and not self.cancelled.is_set():
+            while not self.outcomes.complete and not self.cancelled.is_set():
+                self._send_granted()
                 now = time.monotonic()
                 if now >= self.deadline + wire.RESULT_GRACE_S:
                     break
-                wait = min(wire.LEASE_CHECK_S, self.deadline + wire.RESULT_GRACE_S - now)
+                wait = min(WAKE_S, self.deadline + wire.RESULT_GRACE_S - now)
                 popped = self.client.blpop([key], timeout=max(0.01, wait))
                 if popped is not None:
                     self._take(popped[1])
@@ -163,24 +207,14 @@ class BatchRun:
                 f"the queue (Redis) became unreachable during this batch: {exc}; "
                 "nothing of the batch is returned, retry once the queue is back"
             ) from exc
+        finally:
+            self.grants.forget(self)
         code, why = self._stopped_by
-        for position, outcome in enumerate(self.results):
-            if outcome is None:
-                message = f"{why} before this item was scored"
-                self._record(position, Outcome.failure("infra_error", code, message))
-        return [outcome for outcome in self.results if outcome is not None]
+        self.outcomes.fill_missing(code, f"{why} before this item was scored")
+        return self.outcomes.outcomes()
 
     def _record(self, position: int, outcome: Outcome) -> bool:
-        if self.results[position] is not None:
-            return False
-        self.results[position] = outcome
-        self.remaining -= 1
-        if self.on_done is not None:
-            try:
-                self.on_done(position)
-            except Exception:  # a progress report is never worth a batch
-                log.exception("a batch's progress callback failed", extra=self.log_extra)
-        return True
+        return self.outcomes.record(position, outcome)
 
     def _take(self, payload: object) -> None:
         """Record a chunk's outcomes; one that cannot be read (a worker of another version, a
@@ -197,10 +231,11 @@ class BatchRun:
             return
         duplicates = 0
         for position, outcome in outcomes:
-            if 0 <= position < len(self.results) and not self._record(position, outcome):
+            if 0 <= position < len(self.items) and not self._record(position, outcome):
                 duplicates += 1
         if duplicates:
             self.counters.add(duplicates=duplicates)
+        self._release_finished()
 
     def _drain(self) -> None:
         """Take every result already pushed, without waiting."""
@@ -214,7 +249,7 @@ class BatchRun:
     # ------------------------------------------------------------------ chunks
 
     def _todo(self, chunk: _Chunk) -> list[int]:
-        return [p for p in chunk.positions if self.results[p] is None]
+        return [p for p in chunk.positions if not self.outcomes.has(p)]
 
     def _enqueue(self, chunks: Sequence[_Chunk]) -> None:
         by_queue: dict[str, list[Any]] = {}
@@ -225,7 +260,14 @@ class BatchRun:
             tasks = [(p, self.items[p]) for p in chunk.positions]
             data = Queue.prepare_data(
                 wire.JOB_FUNCTION,
-                args=(self.batch_id, chunk.job_id, self.spec_name, tasks, self.deadline_at),
+                args=(
+                    self.batch_id,
+                    chunk.job_id,
+                    self.spec_name,
+                    tasks,
+                    self.deadline_at,
+                    self.tenant,
+                ),
                 job_id=chunk.job_id,
                 timeout=remaining_s + 60,
                 ttl=remaining_s,
@@ -243,7 +285,7 @@ class BatchRun:
 
     def _check_chunks(self) -> None:
         """Re-run the chunks whose worker was lost; give up on domains no worker serves."""
-        open_chunks = [c for c in self._chunks if self._todo(c)]
+        open_chunks = [c for c in self._chunks if c.job_id and self._todo(c)]
         if not open_chunks:
             return
         with self.client.pipeline(transaction=False) as pipe:
@@ -274,6 +316,7 @@ class BatchRun:
             self._rerun([c for c in lapsed if self._todo(c)], strike=True)
             self._rerun([c for c in unclaimed if self._todo(c)], strike=False)
         self._check_orphans()
+        self._release_finished()
 
     def _rerun(self, lost: Sequence[_Chunk], *, strike: bool) -> None:
         """Enqueue again what is left of `lost` chunks; with `strike`, their items were being
@@ -298,12 +341,13 @@ class BatchRun:
                 again += [_Chunk(chunk.domain, [p], 1) for p in todo]
             else:
                 self.counters.add(poison_items=1)
-                message = "scoring this item killed a worker twice"
-                self._record(todo[0], Outcome.judged_zero("poison", message=message))
+                self._record(todo[0], Outcome.judged_zero("poison", message=POISON_MESSAGE))
         if again:
             self._chunks += again
             self.counters.add(retries=len(again))
-            self._enqueue(again)
+            self._offer(again, front=True)
+        for chunk in lost:  # after the offer: what was lost takes the first slots freed
+            self._release(chunk)
 
     def _check_orphans(self) -> None:
         now = time.monotonic()

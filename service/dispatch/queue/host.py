@@ -25,7 +25,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from types import FrameType
 from typing import Any
 
@@ -37,6 +37,7 @@ from service.dispatch.local import LocalDispatcher
 from service.dispatch.queue import wire
 from service.loading import load_all_specs, load_registry
 from service.settings import Settings
+from service.tenancy import set_tenant
 
 __all__ = ["WorkerHost", "run_worker", "score_chunk"]
 
@@ -47,13 +48,19 @@ _host: WorkerHost | None = None
 
 
 def score_chunk(
-    batch_id: str, job_id: str, spec_name: str, tasks: list[tuple[int, Item]], deadline: float
+    batch_id: str,
+    job_id: str,
+    spec_name: str,
+    tasks: list[tuple[int, Item]],
+    deadline: float,
+    tenant: str = "",
 ) -> int:
     """RQ's job function (`wire.JOB_FUNCTION`): score `tasks` ((position, item) pairs) and push
-    their outcomes on the batch's result list. `deadline` is an instant on Redis's clock."""
+    their outcomes on the batch's result list. `deadline` is an instant on Redis's clock;
+    `tenant` whose the batch is (the host's dispatcher shares its processes among tenants)."""
     if _host is None:
         raise RuntimeError("score_chunk runs inside `proctor worker` only")
-    return _host.score_chunk(batch_id, job_id, spec_name, tasks, deadline)
+    return _host.score_chunk(batch_id, job_id, spec_name, tasks, deadline, tenant)
 
 
 class _NoDeathPenalty(BaseDeathPenalty):
@@ -152,8 +159,9 @@ class WorkerHost:
                         key = wire.alive_key(self.name)
                         if ready:
                             stats = self.dispatcher.stats()
-                            report = wire.WorkerReport.of(tuple(self.domains), stats).encode()
-                            pipe.set(key, report, px=_ms(wire.ALIVE_TTL_S))
+                            loops = self.settings.worker_concurrency
+                            report = wire.WorkerReport.of(tuple(self.domains), stats, loops)
+                            pipe.set(key, report.encode(), px=_ms(wire.ALIVE_TTL_S))
                             pipe.sadd(wire.WORKERS_KEY, self.name)
                         else:
                             pipe.delete(key)
@@ -171,6 +179,7 @@ class WorkerHost:
         spec_name: str,
         tasks: Sequence[tuple[int, Item]],
         deadline: float,
+        tenant: str = "",
     ) -> int:
         remaining = deadline - wire.server_time(self.client)
         if remaining <= 0:
@@ -183,7 +192,8 @@ class WorkerHost:
         with self._lock:
             self._leases.add(job_id)
         try:
-            outcomes = self._score(batch_id, spec_name, [item for _, item in tasks], remaining)
+            items = [item for _, item in tasks]
+            outcomes = self._score(batch_id, spec_name, items, remaining, tenant)
         finally:
             with self._lock:
                 self._leases.discard(job_id)
@@ -197,20 +207,27 @@ class WorkerHost:
         return len(tasks)
 
     def _score(
-        self, batch_id: str, spec_name: str, items: list[Item], remaining_s: float
+        self, batch_id: str, spec_name: str, items: list[Item], remaining_s: float, tenant: str
     ) -> list[Outcome]:
         spec = self.specs.get(spec_name)
         if spec is None:
             message = f"worker {self.name} has no spec {spec_name!r}"
             return [Outcome.failure("infra_error", "unknown_spec", message)] * len(items)
         deadline = time.monotonic() + remaining_s
-        run = self.dispatcher.run(spec, items, deadline)
+        run = _as_tenant(tenant, self.dispatcher.run(spec, items, deadline))
         try:
             return asyncio.run_coroutine_threadsafe(run, self._loop).result()
         except Exception as exc:  # a bug of ours: every item says so, none is lost
             log.exception("a chunk of batch %s failed in worker %s", batch_id, self.name)
             message = f"the worker failed on this chunk ({type(exc).__name__}: {exc})"
             return [Outcome.failure("infra_error", "dispatch_error", message)] * len(items)
+
+
+async def _as_tenant(tenant: str, run: Coroutine[Any, Any, list[Outcome]]) -> list[Outcome]:
+    """`run` with `tenant` as the tenant of its context (the loop's task does not inherit the
+    RQ thread's context)."""
+    set_tenant(tenant)
+    return await run
 
 
 _RQ_WORKER_TTL_S = 18

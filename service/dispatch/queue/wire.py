@@ -90,9 +90,11 @@ class WorkerReport:
     poison_items: int = 0
     sandboxes: int = 0
     sandbox_replacements: int = 0
+    loops: int = 0
+    """RQ loops the worker runs (chunks it scores at once); 0 from a worker that does not say."""
 
     @classmethod
-    def of(cls, domains: tuple[str, ...], stats: DispatchStats) -> WorkerReport:
+    def of(cls, domains: tuple[str, ...], stats: DispatchStats, loops: int = 0) -> WorkerReport:
         return cls(
             domains,
             stats.workers,
@@ -102,6 +104,7 @@ class WorkerReport:
             stats.poison_items,
             int(stats.extras.get("sandboxes", 0)),
             int(stats.extras.get("sandbox_replacements", 0)),
+            loops,
         )
 
     def encode(self) -> str:
@@ -114,7 +117,7 @@ class WorkerReport:
             value = json.loads(raw)
             counts = {k: int(value.get(k, 0)) for k in ("processes", "ready_processes",
                       "restarts", "timeouts", "poison_items", "sandboxes",
-                      "sandbox_replacements")}  # fmt: skip
+                      "sandbox_replacements", "loops")}  # fmt: skip
             return cls(tuple(str(d) for d in value["domains"]), **counts)
         except (ValueError, TypeError, KeyError, AttributeError):
             return None

@@ -1,0 +1,161 @@
+"""In-process scoring through the service's own `LocalDispatcher`: the same worker pool, sandbox
+threads, fair scheduling and outcome ledger as `proctor serve`, so a worker that dies is replaced,
+an item that kills a worker twice is judged 0 as a poison item, an item past `item_timeout_s`
+is judged 0 (`timeout`), and results have the fields and values `proctor score` writes for the
+same item and spec. Rows that score identically (equal `reward_specs.item_keyer` keys: the same
+answer to the same reference) are scored once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from proctor_client.evaluation.rows import Generation
+from proctor_client.evaluation.scoring import DEFAULT_SPEC, Progress, Result, SpecSummary
+from reward_specs import (
+    Item,
+    ItemKey,
+    Outcome,
+    Spec,
+    canonical_json,
+    item_keyer,
+    reference_key,
+)
+from sandboxes import SandboxSettings
+from service.dispatch.local import LocalDispatcher
+from service.loading import load_all_specs, load_registry
+from service.settings import Settings
+
+__all__ = ["DEFAULT_REGISTRY", "LocalScorer", "outcome_result"]
+
+DEADLINE_S = 86400.0
+"""How long one `score` call may take: an evaluation has no request deadline of its own."""
+
+
+def outcome_result(outcome: Outcome) -> Result:
+    """An engine outcome as the service's result object (see `service.scoring.to_result`)."""
+    return {
+        "id": None,
+        "status": outcome.status,
+        "reward": outcome.reward,
+        "score": outcome.score,
+        "success": outcome.success,
+        "parsed": outcome.parsed,
+        "penalties": outcome.penalties,
+        "details": outcome.details,
+        "error": outcome.error,
+        "elapsed_ms": outcome.elapsed_ms,
+        "meta": None,
+    }
+
+
+DEFAULT_REGISTRY = "reward_specs.domains:default_registry"
+"""Where the scorers come from: a `module:function` returning a `Registry` (as the service's
+`registry` setting)."""
+
+
+class LocalScorer:
+    """Scores in this machine's processes under a spec loaded from reward_specs' spec files."""
+
+    def __init__(
+        self,
+        spec_name: str = DEFAULT_SPEC,
+        spec_dirs: Sequence[Path] = (),
+        workers: int | None = None,
+        sandbox: SandboxSettings | None = None,
+        registry: str = DEFAULT_REGISTRY,
+    ) -> None:
+        self._registry = load_registry(registry)
+        specs = load_all_specs(self._registry, tuple(spec_dirs))
+        if spec_name not in specs:
+            raise ValueError(f"unknown spec {spec_name!r}; known: {', '.join(sorted(specs))}")
+        self._spec = specs[spec_name]
+        self._settings = Settings(
+            workers=workers or multiprocessing.cpu_count(),
+            registry=registry,
+            spec_dirs=tuple(spec_dirs),
+            sandbox=sandbox or SandboxSettings(),
+            request_deadline_s=DEADLINE_S,
+        )
+        self._loop = asyncio.new_event_loop()
+        self._dispatcher: LocalDispatcher | None = None
+
+    @classmethod
+    def with_sandbox(
+        cls,
+        spec_name: str,
+        spec_dirs: Sequence[Path],
+        workers: int | None,
+        backend: str,
+        registry: str = DEFAULT_REGISTRY,
+    ) -> LocalScorer:
+        """A scorer whose code answers run on sandbox `backend` (`local`, `docker`, `unsafe`)."""
+        sandbox = SandboxSettings.model_validate({"backend": backend})
+        return cls(spec_name, spec_dirs, workers, sandbox, registry)
+
+    @property
+    def spec(self) -> SpecSummary:
+        spec = self._spec
+        return SpecSummary(spec.name, spec.version, spec.hash, spec.parameters())
+
+    def _started(self) -> LocalDispatcher:
+        if self._dispatcher is None:
+            dispatcher = LocalDispatcher(self._settings, self._registry)
+            self._loop.run_until_complete(dispatcher.start())
+            self._dispatcher = dispatcher
+        return self._dispatcher
+
+    def score(self, rows: Sequence[Generation], progress: Progress) -> list[Result]:
+        spec: Spec = self._spec
+        key_of = item_keyer(spec, self._registry)
+        unique: dict[ItemKey, list[int]] = {}
+        items: list[Item] = []
+        interned: dict[bytes, str] = {}
+        for position, row in enumerate(rows):
+            reference_json = canonical_json(row.reference)
+            key = key_of(row, reference_json)
+            if key in unique:
+                unique[key].append(position)
+                continue
+            unique[key] = [position]
+            ref_key = interned.get(reference_json)
+            if ref_key is None:
+                ref_key = interned[reference_json] = reference_key(reference_json)
+            items.append(
+                Item(
+                    domain=row.domain,
+                    response=row.response,
+                    reference=row.reference,
+                    reference_key=ref_key,
+                    finish_reason=row.finish_reason,
+                    response_tokens=row.response_tokens,
+                    max_response_tokens=row.max_response_tokens,
+                )
+            )
+        groups = list(unique.values())
+        outcomes = self._score_items(items, lambda index: progress(len(groups[index])))
+        results: list[Result | None] = [None] * len(rows)
+        for positions, outcome in zip(groups, outcomes, strict=True):
+            result = outcome_result(outcome)
+            for position in positions:
+                results[position] = result
+        return [r for r in results if r is not None]
+
+    def _score_items(self, items: Sequence[Item], done: Callable[[int], None]) -> list[Outcome]:
+        """Outcomes in order; `done(i)` as item i finishes (from the pool's thread)."""
+        if not items:
+            return []
+        spec: Spec = self._spec
+        dispatcher = self._started()
+        deadline = time.monotonic() + DEADLINE_S
+        return self._loop.run_until_complete(dispatcher.run(spec, items, deadline, done))
+
+    def close(self) -> None:
+        if self._dispatcher is not None:
+            self._loop.run_until_complete(self._dispatcher.stop())
+            self._dispatcher = None
+        self._loop.close()

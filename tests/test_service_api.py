@@ -338,7 +338,12 @@ def test_items_can_share_a_reference_from_the_request_table(client: httpx.Client
     bad_index = client.post(
         "/v1/score", json={"items": [{**body["items"][0], "reference_index": -1}]}
     )
-    assert bad_index.status_code == 422
+    # A negative index is that item's fault: the item is invalid, naming the field.
+    assert bad_index.status_code == 200, bad_index.text
+    (refused,) = bad_index.json()["results"]
+    assert refused["status"] == "invalid"
+    assert refused["error"]["code"] == "malformed_item"
+    assert "reference_index" in refused["error"]["message"]
 
 
 def test_docs_pages_load_their_assets_from_this_server(client: httpx.Client) -> None:

@@ -12,7 +12,9 @@ instead of the plain-number fast path). Then, in one run:
       keys scored once), on every row, once its workers have started;
   (c) the statistics with 2,000 bootstrap resamples: one model of 100 samples per prompt, and the
       same rows as two models of 50 samples with their paired comparison (tables, bootstraps,
-      per-family curves; then report.json, report.md and the figures), in seconds.
+      per-family curves; then report.json, report.md and the figures), in seconds;
+  (d) the paired statistics again with each model's samples spread over three training seeds, so
+      the recipe-level intervals (between-seed variance) are computed too.
 
 Exits non-zero if any verdict differs from the one the row was built to get, or if (a) and (b)
 disagree. `--short` (or PROCTOR_SHORT=1): 60 prompts x 20 samples; timings are printed, never
@@ -162,9 +164,15 @@ def main() -> int:
                   e.result)
         for e in scored
     ]  # fmt: skip
+    seeded = [
+        ScoredRow(e.row.model_copy(update={"seed": e.row.sample // 2 % 3}), e.result)
+        for e in halves
+    ]  # each model's samples spread over three training seeds: the recipe-level intervals run
     with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
         one_s = statistics(scored, Path(one), scorer)
         two_s = statistics(halves, Path(two), scorer)
+    with tempfile.TemporaryDirectory() as three:
+        seeded_s = statistics(seeded, Path(three), scorer)
 
     base_rate, ours_rate = len(subset) / base_s, len(rows) / ours_s
     print(f"rows: {len(rows)} ({prompts} prompts x {samples} samples; math, stem, ifeval)")
@@ -173,6 +181,9 @@ def main() -> int:
     print(f"ratio (b)/(a): {ours_rate / base_rate:.1f}x")
     print(
         f"(c) statistics, 2,000 resamples: one model {one_s:.2f} s; two models paired {two_s:.2f} s"
+    )
+    print(
+        f"(d) statistics, two models paired, three seeds each (recipe level on): {seeded_s:.2f} s"
     )
     print(f"verdicts differing from the built ones: {len(wrong)}; (a) vs (b): {len(disagree)}")
     return 1 if wrong or disagree else 0

@@ -64,6 +64,27 @@ class GroupCounts:
     """Generation rounds the step needed to fill its batch."""
     by_status: dict[str, int] = field(default_factory=dict)
 
+    def merge(self, other: GroupCounts) -> None:
+        """Add another batch's counts to these (its `rounds` and `by_status` excepted)."""
+        self.accepted_groups += other.accepted_groups
+        self.rejected_groups += other.rejected_groups
+        self.accepted_tokens += other.accepted_tokens
+        self.rejected_tokens += other.rejected_tokens
+        self.unjudged_responses += other.unjudged_responses
+        self.surplus_groups += other.surplus_groups
+        self.surplus_tokens += other.surplus_tokens
+
+    def metrics(self) -> dict[str, int]:
+        """The step metrics both engines write for these counts (metrics.jsonl's names)."""
+        return {
+            "groups_accepted": self.accepted_groups,
+            "groups_rejected": self.rejected_groups,
+            "groups_surplus": self.surplus_groups,
+            "tokens_accepted": self.accepted_tokens,
+            "tokens_rejected": self.rejected_tokens,
+            "tokens_surplus": self.surplus_tokens,
+        }
+
     def add(self, accepted: bool, tokens: int) -> None:
         if accepted:
             self.accepted_groups += 1

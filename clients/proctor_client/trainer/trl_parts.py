@@ -254,25 +254,14 @@ def batch_metrics(batches: Sequence[JudgedBatch]) -> dict[str, Any]:
             penalties[name] += amount
     counts = GroupCounts()
     for b in batches:
-        counts.accepted_groups += b.counts.accepted_groups
-        counts.rejected_groups += b.counts.rejected_groups
-        counts.accepted_tokens += b.counts.accepted_tokens
-        counts.rejected_tokens += b.counts.rejected_tokens
-        counts.unjudged_responses += b.counts.unjudged_responses
-        counts.surplus_groups += b.counts.surplus_groups
-        counts.surplus_tokens += b.counts.surplus_tokens
+        counts.merge(b.counts)
     metrics: dict[str, Any] = {
         "reward_mean": _mean([r.reward or 0.0 for r in results]),
         "score_mean": _mean([r.score or 0.0 for r in results]),
         "parse_rate": _mean([float(bool(r.parsed)) for r in results]),
         "response_length": _mean([float(b.lengths[i]) for b, i in judged]),
         "stop_rate": _mean([float(b.finish_reasons[i] == "stop") for b, i in judged]),
-        "groups_accepted": counts.accepted_groups,
-        "groups_rejected": counts.rejected_groups,
-        "groups_surplus": counts.surplus_groups,
-        "tokens_accepted": counts.accepted_tokens,
-        "tokens_rejected": counts.rejected_tokens,
-        "tokens_surplus": counts.surplus_tokens,
+        **counts.metrics(),
         "sampling_rounds": len(batches),
         "unjudged": counts.unjudged_responses,
         "time_scoring": sum(b.seconds for b in batches),

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import marshal
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from reward_specs.caches import Cache
 from reward_specs.code import values
 from reward_specs.code.program import plan_program
 from reward_specs.code.reference import CodeConfig, ProgramTests
@@ -41,7 +41,7 @@ _STATUSES: frozenset[str] = frozenset(
 )
 
 
-@cache
+@Cache("code.values_source", 1)
 def _values_source() -> bytes:
     """`reward_specs/code/values.py` itself: the runner decodes the solution's values with it."""
     return Path(values.__file__).read_bytes()

@@ -35,7 +35,8 @@ def symbolic() -> Item:
     """A math item past the fast path (through math-verify), new each time: verdicts are
     cached, and a cached one would hide the seam."""
     n = next(_fresh)
-    return Item("math", f"so \\boxed{{\\frac{{{n}}}{{{2 * n}}}}}", {"answer": "\\frac{1}{2}"})
+    answer = f"\\sin^2(x) + \\cos^2(x) + {n}"  # not plain rationals nor a plain expression
+    return Item("math", f"so \\boxed{{{answer}}}", {"answer": str(n + 1)})
 
 
 def closed_form() -> Item:

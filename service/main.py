@@ -31,6 +31,7 @@ from service.metrics import Metrics, StatusCounter
 from service.routes import health, openrlhf, puzzles, score
 from service.routes.docs import mount_docs
 from service.runtime import settle_heap
+from service.sampling import Sampler
 from service.schemas import ScoreRequest
 from service.settings import Settings
 from service.state import AppState
@@ -198,6 +199,8 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
     specs = load_all_specs(registry, settings.spec_dirs)
     if settings.default_spec not in specs:
         raise SpecError(f"default spec {settings.default_spec!r} is not among {sorted(specs)}")
+    # Before the dispatcher: a worker pool's fork-server preload, set when it is made, wins.
+    sampler = Sampler(settings.sample_processes, settings.item_timeout_s, settings.worker_memory_mb)
     if dispatcher is None:
         dispatcher = make_dispatcher(settings, registry)
     state = AppState(
@@ -205,7 +208,10 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
         registry=registry,
         specs=specs,
         dispatcher=dispatcher,
-        metrics=Metrics(dispatcher.stats, domains=[s.domain for s in registry]),
+        metrics=Metrics(
+            dispatcher.stats, domains=[s.domain for s in registry], sampling=sampler.load
+        ),
+        sampler=sampler,
         jobs=JobStore(settings.max_jobs, settings.job_ttl_s, settings.max_finished_jobs),
     )
     if settings.queue_url is not None:  # jobs in Redis: any replica answers for any job
@@ -262,6 +268,7 @@ def create_app(
                 await announcer
             await state.jobs.close()
             await state.dispatcher.stop()
+            state.sampler.close()
 
     app = FastAPI(
         title="Proctor",

@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     worker_memory_mb: int = Field(4096, ge=256)
     """Address-space limit of each worker process, so a pathological expression raises
     MemoryError (judged 0) instead of exhausting the machine."""
+    sample_processes: int = Field(2, ge=1, le=64)
+    """Puzzle sampling calls (`POST /v1/puzzles/{task}/sample`) running at once, each in a child
+    process of its own under `item_timeout_s` and `worker_memory_mb`; more wait, admitted
+    round-robin across API keys."""
     request_deadline_s: float = Field(300.0, gt=0, le=86400)
     """Items not scored within this time after a request arrives come back `infra_error`."""
 

@@ -127,7 +127,10 @@ def job_runner_from(state: AppState, raw: bytes) -> Runner:
     summary="Start a scoring job",
     responses={
         **_REFUSALS,
-        429: {"description": "`max_jobs` jobs are running; retry after `Retry-After` seconds."},
+        429: {
+            "description": "`max_jobs` jobs are running, or their requests hold "
+            "`max_running_job_bytes`; retry after `Retry-After` seconds."
+        },
     },
     openapi_extra=_SCORE_REQUEST_BODY,
 )
@@ -153,7 +156,7 @@ async def get_job(job_id: str, state: StateDep) -> Response:
     job = await state.jobs.get(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
-    return json_response(job.view())
+    return Response(job.view_json(), media_type="application/json")
 
 
 @router.delete(
@@ -168,4 +171,4 @@ async def delete_job(job_id: str, state: StateDep) -> Response:
     job = await state.jobs.delete(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
-    return json_response(job.view())
+    return Response(job.view_json(), media_type="application/json")

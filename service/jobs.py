@@ -31,6 +31,7 @@ __all__ = [
     "Job",
     "JobHandle",
     "JobStore",
+    "JobTooLarge",
     "Jobs",
     "RunningBytes",
     "TooManyJobs",
@@ -149,17 +150,35 @@ class Jobs(Protocol):
     async def close(self) -> None: ...
 
 
+class JobTooLarge(ValueError):
+    """A job's request is larger than all the running jobs may hold (413: split it)."""
+
+
 class RunningBytes:
-    """The bytes of the requests of the jobs running in this process, held to `limit`: a job
-    that would pass it waits for others to end (refused, with a retry hint), unless none runs,
-    so that any request the service accepts can run as a job."""
+    """The bytes of the requests of the jobs running in this process, held to `limit` (their
+    decoded items live as long as the job): a job that would pass it waits for others to end
+    (refused, with a retry hint); one larger than `limit` alone is refused outright."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
 
     def admits(self, n: int) -> bool:
-        return self.held == 0 or self.held + n <= self.limit
+        return self.held + n <= self.limit
+
+    def check(self, n: int, retry_after_s: int) -> None:
+        """Raise unless a job of `n` request bytes may start now."""
+        if n > self.limit:
+            raise JobTooLarge(
+                f"the job's request is {n} bytes, more than max_running_job_bytes "
+                f"({self.limit}); split it into smaller jobs"
+            )
+        if not self.admits(n):
+            raise TooManyJobs(
+                f"the running jobs' requests hold {self.held} of max_running_job_bytes "
+                f"({self.limit}); retry later",
+                retry_after_s,
+            )
 
 
 class JobStore:
@@ -167,7 +186,7 @@ class JobStore:
         self,
         max_jobs: int = 8,
         finished: FinishedLimits = FinishedLimits(),
-        max_running_bytes: int = 256 * 1024 * 1024,
+        max_running_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.max_jobs = max_jobs
         self.limits = finished
@@ -202,12 +221,7 @@ class JobStore:
             raise TooManyJobs(
                 f"{self.max_jobs} jobs are already running; retry later", self._retry_after_s()
             )
-        if not self._running.admits(len(body)):
-            raise TooManyJobs(
-                f"the running jobs' requests hold {self._running.held} of "
-                f"max_running_job_bytes ({self._running.limit}); retry later",
-                self._retry_after_s(),
-            )
+        self._running.check(len(body), self._retry_after_s())
         job = Job(id=secrets.token_hex(12), total=total, tenant=tenant(), body_bytes=len(body))
         self._running.held += job.body_bytes
         self._jobs[job.id] = job

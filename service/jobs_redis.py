@@ -133,12 +133,7 @@ class RedisJobStore:
     async def start(self, total: int, runner: Runner, body: bytes = b"") -> Job:
         if await self._redis(lambda: self.client.scard(_RUNNING)) >= self.max_jobs:
             raise TooManyJobs(f"{self.max_jobs} jobs are already running; retry later", 5)
-        if not self._running.admits(len(body)):
-            message = (
-                f"the running jobs' requests hold {self._running.held} of "
-                f"max_running_job_bytes ({self._running.limit}); retry later"
-            )
-            raise TooManyJobs(message, 5)
+        self._running.check(len(body), 5)
         job = Job(id=secrets.token_hex(12), total=total, tenant=tenant(), body_bytes=len(body))
 
         def record() -> None:

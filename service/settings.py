@@ -104,9 +104,10 @@ class Settings(BaseSettings):
     """Jobs running at once (across replicas in queue mode); a new job beyond this is refused
     with 429 and `Retry-After`. Each holds its items' results until it ends, so this is a term of
     the API's memory ceiling (README.md)."""
-    max_running_job_bytes: int = Field(256 * 1024 * 1024, ge=1024)
-    """Bytes of the requests of the jobs running in one API process; a job past it is refused
-    with 429 and `Retry-After`, unless no job runs there (so any accepted request can be a job)."""
+    max_running_job_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    """Bytes of the requests of the jobs running in one API process (their items live as long as
+    the job): a job past it is refused with 429 and `Retry-After`, one larger than it alone with
+    413."""
     max_finished_jobs: int = Field(1024, ge=1)
     """Finished jobs whose results are kept (each for `job_ttl_s`); the oldest go first."""
     max_finished_job_bytes: int = Field(256 * 1024 * 1024, ge=1024)

@@ -23,7 +23,7 @@ from reward_specs import SpecError
 from service.auth import ApiKeyAuth
 from service.dispatch import Dispatcher, DispatchRefused, make_dispatcher
 from service.examples import EXAMPLE_ITEMS
-from service.jobs import JobStore
+from service.jobs import FinishedLimits, JobStore
 from service.jobs_redis import RedisJobStore
 from service.loading import load_all_specs, load_registry
 from service.logs import RequestIdMiddleware
@@ -203,6 +203,9 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
     sampler = Sampler(settings.sample_processes, settings.item_timeout_s, settings.worker_memory_mb)
     if dispatcher is None:
         dispatcher = make_dispatcher(settings, registry)
+    finished = FinishedLimits(
+        settings.job_ttl_s, settings.max_finished_jobs, settings.max_finished_job_bytes
+    )
     state = AppState(
         settings=settings,
         registry=registry,
@@ -212,14 +215,15 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
             dispatcher.stats, domains=[s.domain for s in registry], sampling=sampler.load
         ),
         sampler=sampler,
-        jobs=JobStore(settings.max_jobs, settings.job_ttl_s, settings.max_finished_jobs),
+        jobs=JobStore(settings.max_jobs, finished, settings.max_running_job_bytes),
     )
     if settings.queue_url is not None:  # jobs in Redis: any replica answers for any job
         state.jobs = RedisJobStore(
             settings.queue_url,
             lambda raw: score.job_runner_from(state, raw),
             settings.max_jobs,
-            settings.job_ttl_s,
+            finished,
+            settings.max_running_job_bytes,
         )
     return state
 

@@ -37,7 +37,7 @@ from service.runtime import limit_address_space
 
 __all__ = ["MAX_SAMPLE_BYTES", "SampleCall", "Sampler"]
 
-MAX_SAMPLE_BYTES = 64 * 1024 * 1024
+MAX_SAMPLE_BYTES = 16 * 1024 * 1024
 """The most encoded entries one call may return; more is refused as `sample_too_large`."""
 _POLL_S = 0.05
 """How often a waiting call looks at its client and its deadline."""

@@ -20,7 +20,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from proctor_client.evaluation.sampling import Decoding, SampleError, open_output, read_prompts
+from proctor_client.evaluation.sampling import (
+    Decoding,
+    Output,
+    Prompt,
+    SampleError,
+    open_output,
+    read_prompts,
+)
 
 __all__ = ["main"]
 
@@ -78,6 +85,45 @@ def _check(args: argparse.Namespace) -> None:
         raise SampleError("--retries must be at least 0")
 
 
+def _backend(
+    args: argparse.Namespace,
+    todo: list[tuple[Prompt, list[int]]],
+    decoding: Decoding,
+    model_name: str,
+    output: Output,
+) -> None:
+    if args.endpoint is not None:
+        from proctor_client.evaluation.sample_endpoint import Endpoint, sample_endpoint
+
+        endpoint = Endpoint(
+            args.endpoint,
+            args.model,
+            args.api,
+            args.samples_per_request,
+            args.concurrency,
+            args.retries,
+            args.timeout,
+            args.openai_params_only,
+        )
+        progress = not args.no_progress
+        sample_endpoint(endpoint, todo, decoding, model_name, args.seed_label, output, progress)
+        return
+    from proctor_client.evaluation.sample_local import generate  # torch, only here
+
+    rows = generate(
+        args.model,
+        todo,
+        args.n,
+        decoding,
+        model_name,
+        args.seed_label,
+        args.batch_prompts,
+        not args.no_chat_template,
+    )
+    for row in rows:
+        output.write(row)
+
+
 def _run(args: argparse.Namespace) -> int:
     _check(args)
     decoding = Decoding(
@@ -94,42 +140,17 @@ def _run(args: argparse.Namespace) -> int:
     before = len(output.done)
     todo = list(output.missing(prompts, args.n))
     try:
-        if args.endpoint is not None:
-            from proctor_client.evaluation.sample_endpoint import Endpoint, sample_endpoint
-
-            endpoint = Endpoint(
-                args.endpoint,
-                args.model,
-                args.api,
-                args.samples_per_request,
-                args.concurrency,
-                args.retries,
-                args.timeout,
-                args.openai_params_only,
-            )
-            sample_endpoint(
-                endpoint, todo, decoding, model_name, args.seed_label, output, not args.no_progress
-            )
-        else:
-            from proctor_client.evaluation.sample_local import generate  # torch, only here
-
-            rows = generate(
-                args.model,
-                todo,
-                args.n,
-                decoding,
-                model_name,
-                args.seed_label,
-                args.batch_prompts,
-                not args.no_chat_template,
-            )
-            for row in rows:
-                output.write(row)
+        _backend(args, todo, decoding, model_name, output)
+    except SampleError as exc:
+        if output.written:
+            raise SampleError(f"{exc} ({output.written} rows written to {args.output}; "
+                              "a re-run resumes)") from exc  # fmt: skip
+        raise
     finally:
         output.close()
-        kept = f" ({before} already there)" if before else ""
-        print(f"proctor-eval sample: {output.written} rows written to {args.output}{kept}",
-              file=sys.stderr)  # fmt: skip
+    kept = f" ({before} already there)" if before else ""
+    print(f"proctor-eval sample: {output.written} rows written to {args.output}{kept}",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 

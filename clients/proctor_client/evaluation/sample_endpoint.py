@@ -137,7 +137,10 @@ async def post(
                 f"{endpoint.base}{path} refused the request (HTTP {response.status_code}): "
                 f"{_detail(response)}"
             )
-        result: dict[str, Any] = response.json()
+        try:
+            result: dict[str, Any] = response.json()
+        except ValueError as exc:
+            raise SampleError(f"{endpoint.base}{path} answered with no JSON body") from exc
         return result
     raise SampleError(f"{endpoint.base}{path}: {problem} ({endpoint.retries + 1} attempts)")
 
@@ -209,7 +212,11 @@ def rows_of(job: Job, response: dict[str, Any], run: Run) -> list[dict[str, Any]
     api = api_of(run.endpoint, job.prompt)
     rows = []
     for sample, choice in zip(job.samples, choices, strict=True):
-        text = choice.get("text") if api == "completions" else choice["message"].get("content")
+        text = (
+            choice.get("text")
+            if api == "completions"
+            else (choice.get("message") or {}).get("content")
+        )
         tokens = usage.get("completion_tokens") if len(choices) == 1 else None
         rows.append(
             make_row(

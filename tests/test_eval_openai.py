@@ -41,11 +41,36 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A two-layer Llama with random weights over the trainer's tiny word-level tokenizer. Not
+    the trainer's Qwen2: transformers loads any `qwen2` checkpoint's tokenizer as Qwen2's
+    byte-level BPE, which loses these words; a `llama` one keeps the tokenizer it was saved with."""
     tiny = pytest.importorskip("proctor_client.trainer.tiny")
-    path = tmp_path_factory.mktemp("tiny-served")
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
     tokenizer = tiny.tiny_tokenizer()
     tokenizer.chat_template = CHAT_TEMPLATE
-    tiny.tiny_model(tokenizer, seed=0).save_pretrained(path)
+    eos = tokenizer.eos_token_id
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+        eos_token_id=eos,
+        pad_token_id=eos,
+        bos_token_id=None,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config)
+    # transformers serve samples only when the model's own config says so (do_sample)
+    model.generation_config = transformers.GenerationConfig(
+        do_sample=True, eos_token_id=eos, pad_token_id=eos
+    )
+    path = tmp_path_factory.mktemp("tiny-served")
+    model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 

@@ -154,3 +154,20 @@ def test_sampled_file_goes_through_the_evaluator(
     assert model["samples"] == 12 and model["prompts"] == 2
     assert model["decoding"][0]["requested"]["temperature"] == 1.5
     assert list(model["pass_at_k"]) == ["1", "2", "4", "6"]
+
+
+def test_a_rerun_resumes_a_file_cut_short(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    prompts = _prompts(tmp_path / "prompts.jsonl")
+    out = tmp_path / "a.jsonl"
+    assert len(_sample(checkpoint, prompts, out)) == 12
+    lines = out.read_text().splitlines(keepends=True)
+    kept = "".join(lines[:7])  # all of p0, one sample of p1
+    out.write_text(kept + lines[7][:10])  # and a line cut off by a crash
+    rows = _sample(checkpoint, prompts, out)
+    assert out.read_text().startswith(kept)
+    keys = [(r["prompt_id"], r["sample"]) for r in rows]
+    assert sorted(keys) == [(p, s) for p in ("p0", "p1") for s in range(6)]
+    assert _sample(checkpoint, prompts, out) == rows  # complete: nothing is added

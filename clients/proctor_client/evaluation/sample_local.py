@@ -100,6 +100,7 @@ def generate(
                 pad_token_id=tokenizer.pad_token_id,
             )
         new_tokens = output[:, encoded["input_ids"].shape[1] :]
+        prompt_tokens = encoded["attention_mask"].sum(dim=1).tolist()
         for row, tokens in enumerate(new_tokens):
             prompt, wanted = batch[row // n]
             if row % n not in wanted:
@@ -115,6 +116,7 @@ def generate(
                 str(tokenizer.decode(ids[:length], skip_special_tokens=True)),
                 finish_reason="stop" if ended else "length",
                 response_tokens=length,
+                prompt_tokens=prompt_tokens[row // n],
                 max_response_tokens=decoding.max_new_tokens,
                 decoding=record,
             )

@@ -156,6 +156,11 @@ def test_rows_from_the_server_are_complete_and_record_how_they_were_requested(
         asked = {"p3": "box three", "p7": "box seven"}[row["prompt_id"]]
         assert row["prompt"] == ([{"role": "user", "content": asked}] if chat else asked)
     assert len({r["response"] for r in rows}) > 1  # sampled, with a seed per request
+    report_dir = tmp_path / "report"
+    assert main([str(out), "--out", str(report_dir), "--no-progress", "--workers", "1"]) == 0
+    report = json.loads((report_dir / "report.json").read_text())
+    assert report["models"]["tiny"]["samples"] == 6
+    assert any("effective decoding is unknown" in w for w in report["warnings"])
 
 
 def test_a_tiny_max_tokens_is_cut_with_finish_reason_length(

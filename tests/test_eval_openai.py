@@ -4,19 +4,22 @@ with a chat template of its own (random weights, tokenizer built in code, nothin
 
 `transformers serve` ignores `n` (one choice per request) and refuses fields outside OpenAI's
 schema (`top_k`), so the sampler runs it with `--openai-params-only` and finds out about `n` with
-its probe. The server starts once for the module."""
+its probe. The server starts once for the module. Retries and n per request, which it cannot be
+made to exercise, run against a small stdlib server that answers as vLLM does."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -246,3 +249,59 @@ def test_a_dead_endpoint_is_one_line_and_exit_2(tmp_path: Path) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines[0].startswith(f"proctor-eval sample: cannot reach {url}")
     assert "Traceback" not in done.stderr
+
+
+class _Flaky(http.server.BaseHTTPRequestHandler):
+    """A server that answers 503, then 429, then completions with n choices: the retry path and
+    n per request, which `transformers serve` cannot be made to take."""
+
+    answers: ClassVar[list[int]] = []
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._send(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        n = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["n"]
+        status = self.answers.pop(0) if self.answers else 200
+        choices = [{"index": i, "text": "so", "finish_reason": "stop"} for i in range(n)]
+        usage = {"prompt_tokens": 2, "completion_tokens": 2 * n, "total_tokens": 2 + 2 * n}
+        self._send(status, {"choices": choices, "usage": usage} if status == 200 else {})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_429_and_5xx_are_retried_and_n_is_used_where_honoured(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _Flaky.answers = [503, 429]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        args = ["sample", "--endpoint", url, "--model", "m", "--n", "2", "--no-progress"]
+        args += ["--prompts", str(_prompts(tmp_path / "p.jsonl", chat=False))]
+        args += ["--openai-params-only"]
+        assert main([*args, "--output", str(tmp_path / "g.jsonl")]) == 0
+        assert _Flaky.answers == []  # the probe met the 503 and the 429, and went on
+        rows = _rows(tmp_path / "g.jsonl")
+        assert sorted((r["prompt_id"], r["sample"]) for r in rows) == [
+            (p, s) for p in ("p3", "p7") for s in range(2)
+        ]
+        for row in rows:  # two choices a request: usage cannot say which took how many tokens
+            assert row["decoding"]["samples_per_request"] == "n" and "response_tokens" not in row
+        _Flaky.answers = [500] * 3
+        assert main([*args, "--output", str(tmp_path / "h.jsonl"), "--retries", "1"]) == 2
+        assert "HTTP 500" in capsys.readouterr().err and _Flaky.answers == [500]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -151,9 +151,13 @@ async def check_served(client: httpx.AsyncClient, endpoint: Endpoint) -> None:
         response = await client.get(endpoint.base + "/v1/models", timeout=30.0)
     except httpx.TransportError as exc:
         raise SampleError(f"cannot reach {endpoint.base}: {type(exc).__name__}: {exc}") from exc
-    if response.status_code != 200:
+    try:
+        listing = response.json() if response.status_code == 200 else {}
+    except ValueError:
+        listing = {}
+    if not isinstance(listing, dict):
         return  # not every server lists its models; the first request will tell
-    served = [m.get("id") for m in response.json().get("data", []) if isinstance(m, dict)]
+    served = [m.get("id") for m in listing.get("data") or [] if isinstance(m, dict)]
     if served and endpoint.model not in served:
         listed = ", ".join(str(s) for s in served[:5])
         raise SampleError(f"{endpoint.base} does not serve {endpoint.model!r} (it serves {listed})")

@@ -234,6 +234,10 @@ class RunPool:
         finally:
             self._threads.forget(turn)
 
+    def pending(self) -> int:
+        """Runs waiting for a sandbox of the pool."""
+        return 0 if self._threads is None else self._threads.pending()
+
     def close(self) -> None:
         """Stop the threads and the sandboxes (blocking)."""
         if self._threads is not None:

@@ -14,6 +14,7 @@ import pytest
 
 from service.settings import RunSettings
 from tests.helpers import running_server
+from tests.lang_programs import COMPILED, PROGRAMS
 from tests.sandbox_fixtures import sandbox_settings
 
 KEY = "proctor-run-test-key-01"
@@ -24,7 +25,7 @@ AUTH = {"Authorization": f"Bearer {KEY}"}
 def http(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
     """A server with keys and a small run pool on one backend, and a client with its key."""
     request.getfixturevalue(f"{request.param}_backend")  # skips, or fails in CI, without one
-    run = RunSettings(pool_size=2, cpu_s=3.0, wall_s=30.0, memory_mb=256, output_bytes=64 << 10)
+    run = RunSettings(pool_size=2, cpu_s=3.0, wall_s=30.0, memory_mb=512, output_bytes=64 << 10)
     settings: dict[str, Any] = {
         "workers": 1,
         "api_keys": (KEY,),
@@ -254,3 +255,17 @@ def test_a_run_finds_nothing_of_an_earlier_scoring_request(http: httpx.Client) -
     found = _run(http, language="python", source=source, stdin=stdin)
     assert found["status"] == "ok", found
     assert all(f"{m[:10]}+{m[10:]}@mem" in found["stdout"] for m in markers), found
+
+
+@pytest.mark.parametrize("language", COMPILED)
+def test_every_compiled_language_builds_and_runs_as_scoring_does(
+    http: httpx.Client, language: str
+) -> None:
+    program = PROGRAMS[language]
+    right = _run(http, language=language, source=program["right"], stdin="1 2\n")
+    assert (right["status"], right["stdout"].strip()) == ("ok", "3"), right
+    broken = _run(http, language=language, source=program["broken"])
+    assert broken["status"] == "compile_error" and broken["stderr"], broken
+    loop = _run(http, language=language, source=program["loop"], limits={"cpu_s": 1})
+    assert loop["status"] == "timeout", loop
+    assert _run(http, language=language, source=program["memory"])["status"] == "memory"

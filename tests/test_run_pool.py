@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.settings import RunSettings
+from service.settings import RunSettings, SettingsError, load_settings
 from tests.helpers import Server, poll
 from tests.redis_fixtures import TEST_REGISTRY, RedisServer, Worker
 from tests.sandbox_fixtures import sandbox_settings
@@ -77,3 +77,9 @@ def test_queue_mode_runs_in_the_api_host_s_run_pool(
     )
     result = _run(server.url, OTHER_KEY, "import sys\nprint(sys.version_info[0])")
     assert (result["status"], result["stdout"]) == ("ok", "3\n"), result
+
+
+def test_the_run_settings_refuse_a_backstop_below_the_budget() -> None:
+    with pytest.raises(SettingsError, match=r"PROCTOR_RUN: .*run\.wall_s must be at least"):
+        load_settings(run={"cpu_s": 5, "wall_s": 1})
+    assert load_settings(run={"cpu_s": 1, "wall_s": 1}).run.wall_s == 1

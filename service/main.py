@@ -28,8 +28,9 @@ from service.jobs_redis import RedisJobStore
 from service.loading import load_all_specs, load_registry
 from service.logs import RequestIdMiddleware
 from service.metrics import Metrics, StatusCounter
-from service.routes import health, openrlhf, puzzles, score
+from service.routes import health, openrlhf, puzzles, run, score
 from service.routes.docs import mount_docs
+from service.runs import RunPool
 from service.runtime import settle_heap
 from service.sampling import Sampler
 from service.schemas import ScoreRequest
@@ -216,6 +217,7 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
         ),
         sampler=sampler,
         jobs=JobStore(settings.max_jobs, finished, settings.max_running_job_bytes),
+        runs=RunPool(settings),
     )
     if settings.queue_url is not None:  # jobs in Redis: any replica answers for any job
         state.jobs = RedisJobStore(
@@ -273,6 +275,7 @@ def create_app(
             await state.jobs.close()
             await state.dispatcher.stop()
             state.sampler.close()
+            await asyncio.to_thread(state.runs.close)
 
     app = FastAPI(
         title="Proctor",
@@ -292,6 +295,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(puzzles.router)
     app.include_router(openrlhf.router)
+    app.include_router(run.router)
     mount_docs(app)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(StatusCounter, metrics=state.metrics)

@@ -16,6 +16,7 @@ __all__ = [
     "JobState",
     "JobStatus",
     "LimitsInfo",
+    "RunLimitsInfo",
     "ScoreItem",
     "ScoreRequest",
     "ScoreResponse",
@@ -138,6 +139,18 @@ class SpecsResponse(BaseModel):
     specs: list[SpecInfo]
 
 
+class RunLimitsInfo(BaseModel):
+    """`POST /v1/run`'s bounds (`Settings.run`): a request may ask for less, never more."""
+
+    cpu_s: float
+    wall_s: float
+    build_cpu_s: float
+    memory_mb: int
+    output_bytes: int
+    max_files: int
+    max_file_bytes: int
+
+
 class LimitsInfo(BaseModel):
     max_items_per_request: int
     max_response_bytes: int
@@ -145,6 +158,7 @@ class LimitsInfo(BaseModel):
     request_deadline_s: float
     item_timeout_s: float
     max_jobs: int
+    run: RunLimitsInfo
 
 
 class JobAccepted(BaseModel):

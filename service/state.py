@@ -8,6 +8,7 @@ from reward_specs import Registry, Spec
 from service.dispatch.base import Dispatcher
 from service.jobs import Jobs, JobStore
 from service.metrics import Metrics
+from service.runs import RunPool
 from service.sampling import Sampler
 from service.settings import Settings
 
@@ -22,4 +23,6 @@ class AppState:
     dispatcher: Dispatcher
     metrics: Metrics
     sampler: Sampler
+    runs: RunPool
+    """`POST /v1/run`'s pool (`service.runs`)."""
     jobs: Jobs = field(default_factory=JobStore)

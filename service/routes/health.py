@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.deps import StateDep
-from service.schemas import LimitsInfo, SpecInfo, SpecsResponse
+from service.schemas import LimitsInfo, RunLimitsInfo, SpecInfo, SpecsResponse
 
 router = APIRouter()
 
@@ -59,6 +59,7 @@ async def limits(state: StateDep) -> LimitsInfo:
         request_deadline_s=s.request_deadline_s,
         item_timeout_s=s.item_timeout_s,
         max_jobs=s.max_jobs,
+        run=RunLimitsInfo(**s.run.model_dump(exclude={"pool_size", "max_processes"})),
     )
 
 

@@ -10,6 +10,7 @@ metadata is masked: the jail binds /usr from that namespace, the host is left as
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -36,6 +37,7 @@ from tests.redis_fixtures import (
     status_of,
 )
 
+DOC = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
 DIST = Path("/usr/lib/python3/dist-packages")
 _HIDE_NUMPY = f"""
 set -e
@@ -109,6 +111,10 @@ def test_a_jail_without_numpy_is_another_code_hash_and_the_same_of_every_other(
     _needs_namespaces()
     plain = httpx.get(_serve_local(tmp_path, "plain", False, processes) + "/v1/specs").json()
     bare = httpx.get(_serve_local(tmp_path, "bare", True, processes) + "/v1/specs").json()
+    shown = json.loads(
+        DOC.split("### The code environment")[1].split("```json\n")[1].split("```")[0]
+    )
+    assert set(plain) == set(shown) and set(plain["specs"][0]) == set(shown["specs"][0])
     digest, other = plain["environments"]["code"], bare["environments"]["code"]
     assert digest.startswith("sha256:") and other.startswith("sha256:") and digest != other
     for mine, theirs in zip(plain["specs"], bare["specs"], strict=True):

@@ -15,7 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import pytest
 from service.dispatch.base import DispatchStats
 from service.dispatch.queue import wire
 from service.settings import Settings
-from tests.helpers import TEST_SPECS, free_port, poll
+from tests.helpers import TEST_SPECS, Server, free_port, poll
 from tests.redis_fixtures import (
     IN_CI,
     ROOT,
@@ -239,3 +239,31 @@ def test_a_worker_report_carries_its_environment() -> None:
     assert wire.queue_name("math") == "proctor-math"
     old = wire.WorkerReport.decode('{"domains": ["code"]}')  # a worker of an earlier version
     assert old is not None and old.environment("code") is None
+
+
+@pytest.mark.redis
+def test_a_pinned_environment_no_worker_has_refuses_code_and_serves_the_rest(
+    redis_server: RedisServer, start_worker: Callable[..., Worker]
+) -> None:
+    start_worker(redis_server.url, registry=None, domains="math,code")
+    pinned = "sha256:" + "0" * 64
+    settings = Settings(
+        queue_url=redis_server.url, spec_dirs=(TEST_SPECS,), queue_wait_s=1,
+        code_environment=pinned,
+    )  # fmt: skip
+    api = Server(settings)
+    api.start(wait_ready=False)
+    try:
+        assert httpx.get(api.url + "/v1/specs").json()["environments"] == {"code": pinned}
+        poll(lambda: httpx.get(api.url + "/readyz").json()["components"]["workers"], 30)
+        ready = httpx.get(api.url + "/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["components"]["code_environment"] is False
+        refused = httpx.post(api.url + "/v1/score", json={"items": _numpy_items(1)}, timeout=60)
+        assert refused.status_code == 503
+        assert f"code in the environment {pinned}" in refused.json()["detail"]
+        math = {"domain": "math", "response": "\\boxed{4}", "reference": {"answer": "4"}}
+        served = httpx.post(api.url + "/v1/score", json={"items": [math]}, timeout=60)
+        assert [r["score"] for r in served.json()["results"]] == [1.0]
+    finally:
+        api.stop()

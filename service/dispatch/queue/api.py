@@ -25,6 +25,7 @@ import logging
 import math
 import re
 import secrets
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -125,6 +126,7 @@ class QueueDispatcher:
         pinned = settings.code_environment
         self._expected = {d: pinned for d in self._sandboxed} if pinned else {}
         self._strangers_seen: set[tuple[str, str | None]] = set()
+        self._adopting = threading.Lock()
         self._view = _View(sandboxed=self._sandboxed, expected=self._expected)
         self._threads = ThreadPoolExecutor(MAX_BATCH_THREADS, thread_name_prefix="proctor-queue")
         self._monitor: asyncio.Task[None] | None = None
@@ -160,25 +162,29 @@ class QueueDispatcher:
     def _adopt(self, workers: dict[str, wire.WorkerReport]) -> None:
         """With no `code_environment` set: take, for each sandboxed domain not yet known, the
         environment most of its live workers report (then the first in order), for good."""
-        for domain in sorted(self._sandboxed - self._expected.keys()):
-            reported = (r.environment(domain) for r in workers.values() if domain in r.domains)
-            seen = Counter(digest for digest in reported if digest is not None)
-            if seen:
-                digest = min(seen, key=lambda d: (-seen[d], d))
-                self._expected = {**self._expected, domain: digest}
-                log.info("%s environment %s, as its live workers report", domain, digest)
+        with self._adopting:  # the monitor and the batch threads' admissions alike
+            for domain in sorted(self._sandboxed - self._expected.keys()):
+                reported = [r.environment(domain) for r in workers.values() if domain in r.domains]
+                seen = Counter(digest for digest in reported if digest is not None)
+                if seen:
+                    digest = min(seen, key=lambda d: (-seen[d], d))
+                    self._expected = {**self._expected, domain: digest}
+                    log.info("%s environment %s, as its live workers report", domain, digest)
 
     def _warn_of_strangers(self, view: _View) -> None:
-        """Log once per worker and digest a live worker whose environment is not the one
-        expected: it gets no chunks of that domain."""
+        """Log once while it is live a worker whose environment is not the one expected: it
+        gets no chunks of that domain."""
+        live: set[tuple[str, str | None]] = set()
         for domain in sorted(self._sandboxed):
             for name, digest in view.strangers(domain).items():
+                live.add((name, digest))
                 if (name, digest) not in self._strangers_seen:
-                    self._strangers_seen.add((name, digest))
                     log.warning(
                         "worker %s has %s environment %s, this API expects %s: it gets no %s "
                         "chunks", name, domain, digest, view.expected.get(domain), domain,
                     )  # fmt: skip
+        if view.reachable:
+            self._strangers_seen = live
 
     def _queue_of(self, domain: str) -> str:
         """The RQ queue of `domain`'s chunks: for a sandboxed domain, its environment's."""

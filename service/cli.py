@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import uvicorn
 
     import service.auth as auth
+    import service.dispatch as dispatch
     import service.dispatch.queue.host as queue_host
     import service.fastjson as fastjson
     import service.ingest as ingest
@@ -40,6 +41,7 @@ else:
     tqdm = lazy_import("tqdm")
     uvicorn = lazy_import("uvicorn")
     auth = lazy_import("service.auth")
+    dispatch = lazy_import("service.dispatch")
     queue_host = lazy_import("service.dispatch.queue.host")
     fastjson = lazy_import("service.fastjson")
     ingest = lazy_import("service.ingest")
@@ -89,6 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
     if taken is not None:  # before the workers warm up, not after
         print(f"proctor serve: {taken}", file=sys.stderr)
         return 2
+    dispatch.prepare(settings)  # the workers warm up while the web stack loads
     configure_logging(args.log_level, settings.log_format)
     _say_what_local_lacks(settings)
     app = app_factory.create_app(settings, owns_process=True)

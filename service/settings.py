@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     worker_memory_mb: int = Field(4096, ge=256)
     """Address-space limit of each worker process, so a pathological expression raises
     MemoryError (judged 0) instead of exhausting the machine."""
+    sample_processes: int = Field(2, ge=1, le=64)
+    """Puzzle sampling calls (`POST /v1/puzzles/{task}/sample`) running at once, each in a child
+    process of its own under `item_timeout_s` and `worker_memory_mb`; more wait, admitted
+    round-robin across API keys."""
     request_deadline_s: float = Field(300.0, gt=0, le=86400)
     """Items not scored within this time after a request arrives come back `infra_error`."""
 
@@ -100,10 +104,20 @@ class Settings(BaseSettings):
 
     job_ttl_s: float = Field(3600.0, gt=0)
     """How long a finished job's results stay available at GET /v1/jobs/{id}."""
-    max_jobs: int = Field(64, ge=1)
-    """Jobs running at once; a new job beyond this is refused with 429 and `Retry-After`."""
+    max_jobs: int = Field(8, ge=1)
+    """Jobs running at once (across replicas in queue mode); a new job beyond this is refused
+    with 429 and `Retry-After`. Each holds its items' results until it ends, so this is a term of
+    the API's memory ceiling (README.md)."""
+    max_running_job_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    """Bytes of the requests of the jobs running in one API process (their items live as long as
+    the job): a job past it is refused with 429 and `Retry-After`, one larger than it alone with
+    413."""
     max_finished_jobs: int = Field(1024, ge=1)
     """Finished jobs whose results are kept (each for `job_ttl_s`); the oldest go first."""
+    max_finished_job_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    """Bytes of finished jobs' results (as encoded JSON) kept in all; past it the oldest finished
+    jobs are forgotten (GET answers 404), and a result larger than this alone fails its job with
+    `result_too_large`. In queue mode this is what Redis holds, across replicas."""
 
     log_format: Literal["text", "json"] = "text"
     """`json`: one JSON object per log line (time, level, logger, message, request_id), for log

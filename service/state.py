@@ -8,6 +8,7 @@ from reward_specs import Registry, Spec
 from service.dispatch.base import Dispatcher
 from service.jobs import Jobs, JobStore
 from service.metrics import Metrics
+from service.sampling import Sampler
 from service.settings import Settings
 
 __all__ = ["AppState"]
@@ -20,4 +21,5 @@ class AppState:
     specs: dict[str, Spec]
     dispatcher: Dispatcher
     metrics: Metrics
+    sampler: Sampler
     jobs: Jobs = field(default_factory=JobStore)

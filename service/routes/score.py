@@ -12,7 +12,7 @@ from reward_specs import Spec
 from service.deps import StateDep, resolve_spec
 from service.fastjson import json_response
 from service.ingest import ScoreBody, decode_score_request, read_score_request
-from service.jobs import Job, Runner, TooManyJobs
+from service.jobs import Job, JobTooLarge, Runner, TooManyJobs
 from service.schemas import (
     JobAccepted,
     JobStatus,
@@ -127,7 +127,14 @@ def job_runner_from(state: AppState, raw: bytes) -> Runner:
     summary="Start a scoring job",
     responses={
         **_REFUSALS,
-        429: {"description": "`max_jobs` jobs are running; retry after `Retry-After` seconds."},
+        413: {
+            "description": "The body exceeds `max_request_bytes`, or a job's request exceeds "
+            "`max_running_job_bytes`: split it."
+        },
+        429: {
+            "description": "`max_jobs` jobs are running, or their requests hold "
+            "`max_running_job_bytes`; retry after `Retry-After` seconds."
+        },
     },
     openapi_extra=_SCORE_REQUEST_BODY,
 )
@@ -137,6 +144,8 @@ async def create_job(request: Request, state: StateDep) -> JobAccepted:
     spec = resolve_spec(state, body)
     try:
         job = await state.jobs.start(len(body.items), job_runner(state, body, spec), raw)
+    except JobTooLarge as exc:
+        raise HTTPException(status_code=413, detail=str(exc)) from exc
     except TooManyJobs as exc:
         headers = {"Retry-After": str(exc.retry_after_s)}
         raise HTTPException(status_code=429, detail=str(exc), headers=headers) from exc
@@ -153,7 +162,7 @@ async def get_job(job_id: str, state: StateDep) -> Response:
     job = await state.jobs.get(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
-    return json_response(job.view())
+    return Response(job.view_json(), media_type="application/json")
 
 
 @router.delete(
@@ -168,4 +177,4 @@ async def delete_job(job_id: str, state: StateDep) -> Response:
     job = await state.jobs.delete(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
-    return json_response(job.view())
+    return Response(job.view_json(), media_type="application/json")

@@ -2,12 +2,13 @@
 
 multiprocessing's fork server offers one hook, the modules it imports before forking (its
 `preload`), so this module's import is the warm-up: it loads the registry and spec directories
-the pool put in `WARM_ENV` (`processes.start_fork_server`, around the server's start), scores
+the pool put in `WARM_ENV` (`processes.start_fork_server`, around the server's start) and scores
 every process scorer's examples as each worker does (importing the verifier libraries, building
-their grammars and language data), and freezes the heap. Every worker forked afterwards shares
-that state copy-on-write; its own warm-up (`worker.warm_up`, which still decides when it is
-ready) then finds it done. Only the fork server imports this module; outside one started that
-way (no `WARM_ENV`), the import does nothing.
+their grammars and language data). Every worker forked afterwards shares that state
+copy-on-write; its own warm-up (`worker.warm_up`, which still decides when it is ready) then
+finds it done, and it tunes its own heap (`settle_heap`): the fork server leaves the collector as
+it is for the other children it forks (puzzle sampling). Only the fork server imports this
+module; outside one started that way (no `WARM_ENV`), the import does nothing.
 
 The fork server must survive whatever happens here: a registry that fails to load or an example
 that raises is logged and left to the workers, which report it as they always have.
@@ -24,7 +25,6 @@ from reward_specs import ScoreContext
 from service.dispatch.processes import WARM_ENV
 from service.dispatch.worker import warm_up
 from service.loading import load_all_specs, load_registry
-from service.runtime import settle_heap
 
 __all__: list[str] = []
 
@@ -42,7 +42,6 @@ def _warm_from_environment() -> None:
         warm_up(registry, specs, ScoreContext())
     except Exception:  # the fork server must live on: each worker warms (and fails) itself
         log.exception("the worker pool's fork server could not warm up")
-    settle_heap()
 
 
 _warm_from_environment()

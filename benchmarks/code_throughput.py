@@ -339,23 +339,76 @@ def post(url: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return results
 
 
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of `pid` and its descendants (with what each has reaped) so far."""
+    total = 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += sum(int(v) for v in fields[11:15]) / _HZ
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                total += sum(_tree_cpu(int(c)) for c in f.read().split())
+    except OSError:  # exited meanwhile: its parent counts it now
+        pass
+    return total
+
+
+def _containers_cpu() -> float:
+    """CPU seconds of the running sandbox containers (cgroup v1 cpuacct), which are not our
+    descendants; 0 without docker."""
+    root = "/sys/fs/cgroup/cpuacct/docker"
+    try:
+        ids = subprocess.run(
+            ["docker", "ps", "-q", "--no-trunc", "--filter", "label=io.proctor.sandbox"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return 0.0
+    total = 0
+    for cid in ids:
+        try:
+            with open(f"{root}/{cid}/cpuacct.usage") as f:
+                total += int(f.read())
+        except OSError:
+            continue
+    return total / 1e9
+
+
+def cpu_now() -> float:
+    """CPU seconds of everything this benchmark started (fork servers, `proctor serve`, its
+    sandboxes), itself included: what a side of a paired round costs the machine's cores."""
+    return _tree_cpu(os.getpid()) + _containers_cpu()
+
+
 def paired_rounds(
     url: str, fork: ForkServers, rounds: list[list[Response]]
-) -> tuple[list[float], int]:
+) -> tuple[list[float], list[float], int]:
     """Each round: the fork server on a fresh batch, then one POST of another fresh batch of the
-    same size (so no cache hit); returns each round's ratio (POST rate / fork-server rate) and
-    the number of wrong verdicts on either side."""
-    ratios, bad = [], 0
+    same size (so no cache hit). Returns each round's wall ratio (POST rate / fork-server rate),
+    its CPU ratio (the fork server's CPU per response / the POST's, all processes), and the
+    number of wrong verdicts on either side."""
+    ratios, cpu_ratios, bad = [], [], 0
     for k in range(0, len(rounds), 2):
         forked, posted = rounds[k], rounds[k + 1]
+        cpu = cpu_now()
         scores, _, fork_s = timed_pool(fork.run, forked, CORES)
+        fork_cpu = cpu_now() - cpu
         bad += wrong(scores, forked)
+        cpu = cpu_now()
         started = time.perf_counter()
         results = post(url, [_item(r) for r in posted])
         post_s = time.perf_counter() - started
+        post_cpu = cpu_now() - cpu
         bad += wrong([r["score"] if r["status"] == "ok" else None for r in results], posted)
         ratios.append(fork_s / post_s)
-    return ratios, bad
+        cpu_ratios.append(fork_cpu / post_cpu)
+    return ratios, cpu_ratios, bad
 
 
 def run_service(
@@ -372,7 +425,9 @@ def run_service(
         started = time.perf_counter()
         results = post(server.url, [_item(r) for r in batch])
         batch_s = time.perf_counter() - started
-        ratios, fork_bad = paired_rounds(server.url, fork, rounds) if fork and rounds else ([], 0)
+        ratios, cpu_ratios, fork_bad = (
+            paired_rounds(server.url, fork, rounds) if fork and rounds else ([], [], 0)
+        )
 
         def one(r: Response) -> tuple[dict[str, Any], float]:
             t = time.perf_counter()
@@ -401,6 +456,7 @@ def run_service(
         "results": results,
         "batch_s": batch_s,
         "fork_ratios": ratios,
+        "fork_cpu_ratios": cpu_ratios,
         "fork_wrong": fork_bad,
         "single": singles,
         "loops": loop_results,
@@ -445,9 +501,12 @@ def report_service(
     print(line + f"wrong verdicts: {bad}")
     if out["fork_ratios"]:
         ratios = " ".join(f"{r:.2f}x" for r in out["fork_ratios"])
+        cpu = " ".join(f"{r:.2f}x" for r in out["fork_cpu_ratios"])
         print(
             f"    to (f) the fork server, paired rounds: {ratios}; "
-            f"median {statistics.median(out['fork_ratios']):.2f}x"
+            f"median {statistics.median(out['fork_ratios']):.2f}x\n"
+            f"    CPU per response, (f)'s over (c)'s (all processes): {cpu}; "
+            f"median {statistics.median(out['fork_cpu_ratios']):.2f}x"
         )
     failures = bad
     if out["loops"]:
@@ -481,6 +540,8 @@ def main() -> int:
     n, n_docker, n_loops = (120, 40, 4) if short else (500, 500, 20)
     if short:
         args.fork_rounds = min(args.fork_rounds, 1)
+    if args.only_fork:
+        n = args.fork_batch
     rounds = [
         make_responses(args.fork_batch, seed=10 + k, tag=f"f{k}-")
         for k in range(2 * args.fork_rounds)

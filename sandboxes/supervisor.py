@@ -40,9 +40,10 @@ import fcntl
 import gc
 import io
 import json
+import math
 import os
 import resource
-import selectors
+import select
 import shutil
 import signal
 import struct
@@ -991,7 +992,7 @@ def _spawn(
     return _Step(start, pid, (stdin_w, out_r, err_r, exc_r), int(limits["output_bytes"]))
 
 
-def _feed(step: _Step, sel: selectors.BaseSelector, view: memoryview) -> memoryview:
+def _feed(step: _Step, sel: select.poll, view: memoryview) -> memoryview:
     """Write the next piece of stdin; once all is written (or the program closed its end),
     close it. Returns what is left to write."""
     try:
@@ -1036,55 +1037,53 @@ def _watch(
     """Feed stdin and gather output until the main process exits or a limit is passed (then
     `step.killed_for` names it)."""
     mem_cap = int(limits["memory_bytes"])
-    sel = selectors.DefaultSelector()
-    try:
-        # Pipes as large as the output limit need not be read while the program runs: it cannot
-        # block on them before it has written more than it may. They are read at each poll and
-        # at the end, so that a program's every write is not also a wake-up of the supervisor.
-        lazy = _enlarge_pipe(step.out_r, step.out_cap) and _enlarge_pipe(step.err_r, step.out_cap)
-        for fd in (step.out_r, step.err_r):
-            os.set_blocking(fd, False)
-            if not lazy:
-                sel.register(fd, selectors.EVENT_READ)
-        step.pidfd = os.pidfd_open(step.pid)
-        sel.register(step.pidfd, selectors.EVENT_READ)
-        view = memoryview(stdin)
-        if view:
-            os.set_blocking(step.stdin_w, False)
-            sel.register(step.stdin_w, selectors.EVENT_WRITE)
-        else:
-            step.close_stdin()
-        deadline = step.start + wall_s
-        next_check = step.start + _POLL_S
-        while not step.main_done and step.killed_for is None:
-            timeout = max(0.0, min(deadline, next_check) - time.monotonic())
-            for key, _ in sel.select(timeout):
-                if key.fd == step.pidfd:
-                    step.main_done = True
-                elif key.fd == step.stdin_w:
-                    view = _feed(step, sel, view)
+    # poll(), not an epoll selector: no descriptor to create and close in every step.
+    sel = select.poll()
+    # Pipes as large as the output limit need not be read while the program runs: it cannot
+    # block on them before it has written more than it may. They are read at each poll and
+    # at the end, so that a program's every write is not also a wake-up of the supervisor.
+    lazy = _enlarge_pipe(step.out_r, step.out_cap) and _enlarge_pipe(step.err_r, step.out_cap)
+    for fd in (step.out_r, step.err_r):
+        os.set_blocking(fd, False)
+        if not lazy:
+            sel.register(fd, select.POLLIN)
+    step.pidfd = os.pidfd_open(step.pid)
+    sel.register(step.pidfd, select.POLLIN)
+    view = memoryview(stdin)
+    if view:
+        os.set_blocking(step.stdin_w, False)
+        sel.register(step.stdin_w, select.POLLOUT)
+    else:
+        step.close_stdin()
+    deadline = step.start + wall_s
+    next_check = step.start + _POLL_S
+    while not step.main_done and step.killed_for is None:
+        timeout = max(0.0, min(deadline, next_check) - time.monotonic())
+        for fd, _ in sel.poll(math.ceil(timeout * 1000)):
+            if fd == step.pidfd:
+                step.main_done = True
+            elif fd == step.stdin_w:
+                view = _feed(step, sel, view)
+            else:
+                try:
+                    data = os.read(fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if data:
+                    step.take(fd, data)
                 else:
-                    try:
-                        data = os.read(key.fd, _READ_CHUNK)
-                    except BlockingIOError:
-                        continue
-                    if data:
-                        step.take(key.fd, data)
-                    else:
-                        sel.unregister(key.fd)
-            now = time.monotonic()
-            if step.killed_for is None and now >= next_check:
-                next_check = now + _POLL_S
-                if lazy:
-                    step.drain()
-                if step.killed_for is None:
-                    step.killed_for = _over_limits(step, reaper, cpu_s, mem_cap, cfg)
-            if step.killed_for is None and now >= deadline:
-                step.killed_for = "timeout"
-        if step.killed_for is None:
-            step.drain()  # the main process has exited: take what is already in the pipes
-    finally:
-        sel.close()
+                    sel.unregister(fd)
+        now = time.monotonic()
+        if step.killed_for is None and now >= next_check:
+            next_check = now + _POLL_S
+            if lazy:
+                step.drain()
+            if step.killed_for is None:
+                step.killed_for = _over_limits(step, reaper, cpu_s, mem_cap, cfg)
+        if step.killed_for is None and now >= deadline:
+            step.killed_for = "timeout"
+    if step.killed_for is None:
+        step.drain()  # the main process has exited: take what is already in the pipes
 
 
 def _reap(step: _Step, reaper: _Reaper) -> tuple[int | None, set[int]]:

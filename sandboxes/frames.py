@@ -8,11 +8,18 @@ import base64
 import json
 import struct
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import fields
 from importlib import resources
 from typing import Any, get_args
 
-from sandboxes.api import Execution, ExecutionResult, ExecutionStatus, RunRequest, SandboxError
+from sandboxes.api import (
+    Execution,
+    ExecutionResult,
+    ExecutionStatus,
+    Limits,
+    RunRequest,
+    SandboxError,
+)
 
 __all__ = [
     "BlobCache",
@@ -128,6 +135,10 @@ class BlobCache:
         return held[1] if held is not None and held[0] is data else None
 
 
+_LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
+"""`Limits`' fields, all plain numbers: read directly, where `asdict` deep-copies each one."""
+
+
 def encode_request(request: RunRequest, blobs: BlobCache | None = None) -> bytes:
     """The request as one frame; raises ValueError for a malformed request (the caller's bug).
 
@@ -152,7 +163,7 @@ def encode_request(request: RunRequest, blobs: BlobCache | None = None) -> bytes
             "shared": shared,
             "build": build,
             "executions": executions,
-            "limits": asdict(request.limits),
+            "limits": {name: getattr(request.limits, name) for name in _LIMIT_FIELDS},
         }
     )
 

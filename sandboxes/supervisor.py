@@ -40,9 +40,10 @@ import fcntl
 import gc
 import io
 import json
+import math
 import os
 import resource
-import selectors
+import select
 import shutil
 import signal
 import struct
@@ -509,6 +510,8 @@ _Invocation = tuple[frozenset[str], str | None, str | None, list[str], types.Cod
 """How a forked Python step runs: (flags, script, -c code, args, the script's code when the
 supervisor compiled it already: a shared file, see `_shared_code`)."""
 
+_EXECUTABLE: list[str] = []
+"""This interpreter's real path, resolved once."""
 _PY_FLAGS = frozenset("IESBus")
 """`python3` flags a forked interpreter honours; any other makes the step a real exec."""
 _STDLIB_PATH: list[str] = []
@@ -526,7 +529,9 @@ def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _I
         found: str | None = os.path.join(workdir, exe)  # an absolute exe stays as it is
     else:
         found = shutil.which(exe, path=env.get("PATH"))
-    if found is None or os.path.realpath(found) != os.path.realpath(sys.executable):
+    if not _EXECUTABLE:
+        _EXECUTABLE.append(os.path.realpath(sys.executable))
+    if found is None or os.path.realpath(found) != _EXECUTABLE[0]:
         return None
     flags: set[str] = set()
     i = 1
@@ -596,25 +601,78 @@ def _report_uncaught(exc: BaseException, tb: types.TracebackType | None) -> None
         sys.__excepthook__(type(exc), exc, tb)
 
 
-def _python_streams(unbuffered: bool) -> None:
+def _make_streams(unbuffered: bool) -> tuple[Any, Any, Any]:
     """sys.stdin/stdout/stderr over fds 0-2, as `python3` (with -u: `unbuffered`) opens them."""
-    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+    streams = []
+    for fd in (0, 1, 2):
         raw = io.FileIO(fd, "rb" if fd == 0 else "wb", closefd=False)
         binary: Any = raw
         if fd == 0:
             binary = io.BufferedReader(raw)
         elif not unbuffered:
             binary = io.BufferedWriter(raw)
-        stream = io.TextIOWrapper(
-            binary,
-            encoding="utf-8",
-            # As `python3` under LC_ALL=C.UTF-8 (the programs' locale).
-            errors="backslashreplace" if fd == 2 else "surrogateescape",
-            line_buffering=fd == 2,
-            write_through=unbuffered and fd != 0,
+        streams.append(
+            io.TextIOWrapper(
+                binary,
+                encoding="utf-8",
+                # As `python3` under LC_ALL=C.UTF-8 (the programs' locale).
+                errors="backslashreplace" if fd == 2 else "surrogateescape",
+                line_buffering=fd == 2,
+                write_through=unbuffered and fd != 0,
+            )
         )
+    return streams[0], streams[1], streams[2]
+
+
+_SPARE_STREAMS: dict[bool, tuple[Any, Any, Any]] = {}
+"""Stdio objects a forked Python child installs, made once per sandbox (by `-u` or not) and never
+used by the supervisor, so each child starts from a pristine copy: allocating them in the child
+wrote to (copy-on-write faulted) a hundred pages of the supervisor's heap in every run."""
+
+
+def _spare_streams(unbuffered: bool) -> None:
+    """In the supervisor, before forking a Python step: make the spare streams if not yet made.
+    They are made over a pipe dup'd onto fds 0-2, as every child's stdio are pipes, so what they
+    learn of their file at creation (not seekable) is what a child's `python3` would learn."""
+    if unbuffered in _SPARE_STREAMS:
+        return
+    r, w = os.pipe()
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
+    try:
+        for fd in (0, 1, 2):
+            os.dup2(r if fd == 0 else w, fd)
+        streams = _make_streams(unbuffered)
+        for s in streams:
+            s.seekable()  # asked (and cached by the raw file) while fds 0-2 are pipes
+    finally:
+        for fd, old in zip((0, 1, 2), saved, strict=True):
+            os.dup2(old, fd)
+            os.close(old)
+        os.close(r)
+        os.close(w)
+    _SPARE_STREAMS[unbuffered] = streams
+
+
+def _python_streams(unbuffered: bool) -> None:
+    """Install the spare stdio objects (`_spare_streams`) as sys.stdin/stdout/stderr."""
+    streams = _SPARE_STREAMS.get(unbuffered) or _make_streams(unbuffered)
+    for name, stream in zip(("stdin", "stdout", "stderr"), streams, strict=True):
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
+
+
+_ADOPTED_ENV: list[dict[str, str] | None] = [None]
+"""The environment last made the supervisor's own (`_adopt_environ`)."""
+
+
+def _adopt_environ(env: dict[str, str]) -> None:
+    """Make the supervisor's own environment the runs' `env` (the same in every request of a
+    sandbox, so it changes once): a forked Python child then need not rebuild `os.environ`,
+    which cost it a hundred copy-on-write faults. Exec'd programs get `env` explicitly."""
+    if _ADOPTED_ENV[0] != env:
+        os.environ.clear()
+        os.environ.update(env)
+    _ADOPTED_ENV[0] = env
 
 
 def _become_python(
@@ -624,8 +682,9 @@ def _become_python(
     run `script` (None: `-c`); returns its `__main__` module."""
     _prctl(_PR_SET_DUMPABLE, 1)  # it is the program's process now
     atexit._clear()
-    os.environ.clear()
-    os.environ.update(env)
+    if _ADOPTED_ENV[0] is not env:
+        os.environ.clear()
+        os.environ.update(env)
     _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
     _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)
@@ -933,7 +992,7 @@ def _spawn(
     return _Step(start, pid, (stdin_w, out_r, err_r, exc_r), int(limits["output_bytes"]))
 
 
-def _feed(step: _Step, sel: selectors.BaseSelector, view: memoryview) -> memoryview:
+def _feed(step: _Step, sel: select.poll, view: memoryview) -> memoryview:
     """Write the next piece of stdin; once all is written (or the program closed its end),
     close it. Returns what is left to write."""
     try:
@@ -978,55 +1037,53 @@ def _watch(
     """Feed stdin and gather output until the main process exits or a limit is passed (then
     `step.killed_for` names it)."""
     mem_cap = int(limits["memory_bytes"])
-    sel = selectors.DefaultSelector()
-    try:
-        # Pipes as large as the output limit need not be read while the program runs: it cannot
-        # block on them before it has written more than it may. They are read at each poll and
-        # at the end, so that a program's every write is not also a wake-up of the supervisor.
-        lazy = _enlarge_pipe(step.out_r, step.out_cap) and _enlarge_pipe(step.err_r, step.out_cap)
-        for fd in (step.out_r, step.err_r):
-            os.set_blocking(fd, False)
-            if not lazy:
-                sel.register(fd, selectors.EVENT_READ)
-        step.pidfd = os.pidfd_open(step.pid)
-        sel.register(step.pidfd, selectors.EVENT_READ)
-        view = memoryview(stdin)
-        if view:
-            os.set_blocking(step.stdin_w, False)
-            sel.register(step.stdin_w, selectors.EVENT_WRITE)
-        else:
-            step.close_stdin()
-        deadline = step.start + wall_s
-        next_check = step.start + _POLL_S
-        while not step.main_done and step.killed_for is None:
-            timeout = max(0.0, min(deadline, next_check) - time.monotonic())
-            for key, _ in sel.select(timeout):
-                if key.fd == step.pidfd:
-                    step.main_done = True
-                elif key.fd == step.stdin_w:
-                    view = _feed(step, sel, view)
+    # poll(), not an epoll selector: no descriptor to create and close in every step.
+    sel = select.poll()
+    # Pipes as large as the output limit need not be read while the program runs: it cannot
+    # block on them before it has written more than it may. They are read at each poll and
+    # at the end, so that a program's every write is not also a wake-up of the supervisor.
+    lazy = _enlarge_pipe(step.out_r, step.out_cap) and _enlarge_pipe(step.err_r, step.out_cap)
+    for fd in (step.out_r, step.err_r):
+        os.set_blocking(fd, False)
+        if not lazy:
+            sel.register(fd, select.POLLIN)
+    step.pidfd = os.pidfd_open(step.pid)
+    sel.register(step.pidfd, select.POLLIN)
+    view = memoryview(stdin)
+    if view:
+        os.set_blocking(step.stdin_w, False)
+        sel.register(step.stdin_w, select.POLLOUT)
+    else:
+        step.close_stdin()
+    deadline = step.start + wall_s
+    next_check = step.start + _POLL_S
+    while not step.main_done and step.killed_for is None:
+        timeout = max(0.0, min(deadline, next_check) - time.monotonic())
+        for fd, _ in sel.poll(math.ceil(timeout * 1000)):
+            if fd == step.pidfd:
+                step.main_done = True
+            elif fd == step.stdin_w:
+                view = _feed(step, sel, view)
+            else:
+                try:
+                    data = os.read(fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if data:
+                    step.take(fd, data)
                 else:
-                    try:
-                        data = os.read(key.fd, _READ_CHUNK)
-                    except BlockingIOError:
-                        continue
-                    if data:
-                        step.take(key.fd, data)
-                    else:
-                        sel.unregister(key.fd)
-            now = time.monotonic()
-            if step.killed_for is None and now >= next_check:
-                next_check = now + _POLL_S
-                if lazy:
-                    step.drain()
-                if step.killed_for is None:
-                    step.killed_for = _over_limits(step, reaper, cpu_s, mem_cap, cfg)
-            if step.killed_for is None and now >= deadline:
-                step.killed_for = "timeout"
-        if step.killed_for is None:
-            step.drain()  # the main process has exited: take what is already in the pipes
-    finally:
-        sel.close()
+                    sel.unregister(fd)
+        now = time.monotonic()
+        if step.killed_for is None and now >= next_check:
+            next_check = now + _POLL_S
+            if lazy:
+                step.drain()
+            if step.killed_for is None:
+                step.killed_for = _over_limits(step, reaper, cpu_s, mem_cap, cfg)
+        if step.killed_for is None and now >= deadline:
+            step.killed_for = "timeout"
+    if step.killed_for is None:
+        step.drain()  # the main process has exited: take what is already in the pipes
 
 
 def _reap(step: _Step, reaper: _Reaper) -> tuple[int | None, set[int]]:
@@ -1083,8 +1140,11 @@ def _run_step(
     `shared_keys`: the request's shared files, given for its first step only."""
     # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
     invocation = _python_invocation(argv, env, workdir) if cfg["fork_python"] else None
-    if invocation is not None and shared_keys:
-        invocation = _shared_code(invocation, workdir, shared_keys)
+    if invocation is not None:
+        if shared_keys:
+            invocation = _shared_code(invocation, workdir, shared_keys)
+        _spare_streams("u" in invocation[0])
+        _adopt_environ(env)
     step = _spawn(argv, workdir, env, limits, cpu_s, cfg, invocation)
     try:
         _watch(step, stdin, cpu_s, wall_s, reaper, limits, cfg)
@@ -1198,24 +1258,32 @@ def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     if os.path.lexists(workdir):
         shutil.rmtree(workdir)
     os.mkdir(workdir, 0o700)
+    uid, gid = cfg["run_uid"], cfg["run_gid"]
+    owner = None
+    if uid is not None and os.geteuid() == 0:
+        owner = (uid, uid if gid is None else gid)
+    nested = False
     for name, data in files.items():
         path = _safe_path(workdir, name)
-        os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+        if "/" in name:
+            nested = True
+            os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
         try:
             os.fchmod(fd, 0o700)
+            if owner is not None:
+                os.fchown(fd, *owner)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
-    uid, gid = cfg["run_uid"], cfg["run_gid"]
-    if uid is not None and os.geteuid() == 0:
-        gid = uid if gid is None else gid
-        for dirpath, _, filenames in os.walk(workdir):
-            os.chown(dirpath, uid, gid)
-            for n in filenames:
-                os.chown(os.path.join(dirpath, n), uid, gid)
+    if owner is not None:
+        os.chown(workdir, *owner)
+        if nested:  # the subdirectories (their files are owned already)
+            for dirpath, dirnames, _ in os.walk(workdir):
+                for d in dirnames:
+                    os.chown(os.path.join(dirpath, d), *owner)
     return workdir
 
 
@@ -1290,21 +1358,17 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
                 oom = oom or bool(result.get("oom_killed"))
                 cpu_left -= used
             _write_frame(out, {"kind": "result", "index": i, "result": result}, flush=False)
+        # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
+        # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all are a run's).
+        ipc_left = cfg["ipc_namespace"] and _ipc_objects_left()
+        done = {"kind": "done", "leftover_processes": leftover}
+        _write_frame(out, {**done, "recycle": leftover > 0 or oom or ipc_left})
     finally:
+        # After the results are out (the service reads them while we clean), before the next
+        # request is read: no run ever sees what an earlier one left.
         shutil.rmtree(workdir, ignore_errors=True)
         for path in [cfg["work_root"], *cfg["wipe"]]:
             _empty_dir(path)
-    # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
-    # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all of them are a run's).
-    ipc_left = cfg["ipc_namespace"] and _ipc_objects_left()
-    _write_frame(
-        out,
-        {
-            "kind": "done",
-            "leftover_processes": leftover,
-            "recycle": leftover > 0 or oom or ipc_left,
-        },
-    )
 
 
 def main(config_json: str) -> None:

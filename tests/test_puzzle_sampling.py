@@ -34,9 +34,10 @@ from tests.redis_fixtures import ROOT, proctor_env, status_of
 KEY_A = "tenant-a-key-0123456789"
 KEY_B = "tenant-b-key-0123456789"
 TIMEOUT_S = 4.0
-# About 5 s of generation per entry on this machine class, well inside the bounds: only the
-# item timeout stops it.
+# Seconds of generation per entry, well inside the bounds; sixteen of them are far past every
+# timeout here, however fast the machine: only the timeout (or a cancel) stops them.
 SLOW = {"grid_size_x": 100, "grid_size_y": 100, "simulation_steps": 100}
+SLOW_COUNT = 16
 MATH = {"domain": "math", "response": "\\boxed{4}", "reference": {"answer": "4"}}
 
 
@@ -94,7 +95,7 @@ def test_a_slow_config_is_cut_off_at_the_item_timeout() -> None:
     quick = Sampler(processes=1, timeout_s=1.0, memory_mb=4096)
     try:
         with pytest.raises(InvalidReference, match="item_timeout_s") as refused:
-            _sample(quick, _call("game_of_life", SLOW))
+            _sample(quick, _call("game_of_life", SLOW, SLOW_COUNT))
         assert refused.value.code == "sample_timeout"
         assert _sample(quick, _call("gcd", {}))  # the slot came back
     finally:
@@ -146,7 +147,7 @@ def _report_vm_size(conn: Any) -> None:
 def test_cancelling_a_call_kills_its_child(sampler: Sampler) -> None:
     async def scenario() -> set[int]:
         before = descendants(os.getpid())  # the fork server is a child of this process
-        task = asyncio.ensure_future(sampler.sample("t", _call("game_of_life", SLOW)))
+        task = asyncio.ensure_future(sampler.sample("t", _call("game_of_life", SLOW, SLOW_COUNT)))
         while len(descendants(os.getpid())) <= len(before):
             await asyncio.sleep(0.05)
         task.cancel()
@@ -220,7 +221,7 @@ def _headers(key: str) -> dict[str, str]:
 def _sample_http(url: str, key: str, task: str, config: dict[str, Any], **kw: Any) -> Any:
     return httpx.post(
         f"{url}/v1/puzzles/{task}/sample",
-        json={"config": config, "count": 1},
+        json={"config": config, "count": kw.get("count", 1)},
         headers=_headers(key),
         timeout=kw.get("timeout", 120),
     )
@@ -238,7 +239,7 @@ def test_hostile_configs_are_refused_or_cut_off_while_others_are_answered(
     lock = threading.Lock()
 
     def flood() -> None:
-        response = _sample_http(url, KEY_A, "game_of_life", SLOW)
+        response = _sample_http(url, KEY_A, "game_of_life", SLOW, count=SLOW_COUNT)
         with lock:
             finished.append(("a", response.status_code, response.json()))
 
@@ -271,7 +272,7 @@ def test_hostile_configs_are_refused_or_cut_off_while_others_are_answered(
 def test_a_client_that_goes_away_takes_its_sampling_with_it(served: tuple[str, Path]) -> None:
     url, log = served
     with pytest.raises(httpx.ReadTimeout):
-        _sample_http(url, KEY_A, "game_of_life", SLOW, timeout=1.0)
+        _sample_http(url, KEY_A, "game_of_life", SLOW, count=SLOW_COUNT, timeout=1.0)
     poll(lambda: "puzzle sampling abandoned" in log.read_text(), 30)
     poll(lambda: _sampling_children(url) == 0, 30)
     assert "Traceback" not in log.read_text()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reward_specs.caches import Cache
+from reward_specs.code.pyparse import parse_module
 
 __all__ = ["AssertPlan", "ProbeError", "evaluate", "parse_assert"]
 
@@ -162,7 +163,7 @@ class _Planner:
 def parse_assert(source: str) -> AssertPlan:
     """The plan of one `assert` statement; ValueError when `source` is not exactly one."""
     try:
-        module = ast.parse(source.strip(), mode="exec")
+        module = parse_module(source.strip())
     except SyntaxError as exc:
         raise ValueError(f"not valid Python: {exc.msg}") from None
     if len(module.body) != 1 or not isinstance(module.body[0], ast.Assert):

@@ -16,6 +16,7 @@ import builtins
 from dataclasses import dataclass
 
 from reward_specs.caches import Cache
+from reward_specs.code.pyparse import compile_module, parse_module
 
 __all__ = ["ProgramPlan", "plan_program"]
 
@@ -62,8 +63,8 @@ def _top_level_bindings(module: ast.Module) -> set[str]:
 def plan_program(source: str) -> ProgramPlan:
     """The plan of a test program; ValueError when it is not valid Python."""
     try:
-        module = ast.parse(source, filename="test_program.py", mode="exec")
-        compile(module, "test_program.py", "exec", dont_inherit=True)
+        module = parse_module(source, "test_program.py")
+        compile_module(module, "test_program.py")
     except SyntaxError as exc:
         raise ValueError(f"not valid Python: {exc.msg} (line {exc.lineno})") from None
     except (ValueError, MemoryError, RecursionError) as exc:

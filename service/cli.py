@@ -23,6 +23,7 @@ from service.auth import ExposureError, check_exposure, redact_access_log
 from service.dispatch.queue.host import run_worker
 from service.fastjson import dump_json
 from service.ingest import RequestItem, loads_json, validate_score_request
+from service.limits_http import header_limited_http
 from service.loading import load_all_specs, load_registry
 from service.logs import configure_logging
 from service.main import build_state, create_app
@@ -85,6 +86,8 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_config=None,  # our handler (configure_logging), for uvicorn's lines too
         timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
+        http=header_limited_http(settings.max_header_bytes),  # 431 past it (service.limits_http)
+        h11_max_incomplete_event_size=settings.max_header_bytes,
     )
     return 0
 

@@ -138,6 +138,11 @@ class SpecsResponse(BaseModel):
     specs: list[SpecInfo]
 
 
+class InFlight(BaseModel):
+    requests: int
+    items: int
+
+
 class LimitsInfo(BaseModel):
     max_items_per_request: int
     max_response_bytes: int
@@ -145,6 +150,12 @@ class LimitsInfo(BaseModel):
     request_deadline_s: float
     item_timeout_s: float
     max_jobs: int
+    max_inflight_requests_per_key: int
+    max_inflight_items_per_key: int
+    max_inflight_request_bytes: int
+    max_header_bytes: int
+    in_flight: InFlight
+    """What the caller's API key has in flight now (requests, and items of requests and jobs)."""
 
 
 class JobAccepted(BaseModel):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from reward_specs import Registry, Spec
 from service.dispatch.base import Dispatcher
 from service.jobs import Jobs, JobStore
+from service.limits import KeyLimits
 from service.metrics import Metrics
 from service.settings import Settings
 
@@ -20,4 +21,6 @@ class AppState:
     specs: dict[str, Spec]
     dispatcher: Dispatcher
     metrics: Metrics
+    limits: KeyLimits
+    """Per-key requests and items in flight (`service.limits`)."""
     jobs: Jobs = field(default_factory=JobStore)

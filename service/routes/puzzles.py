@@ -23,6 +23,7 @@ from reward_specs.puzzles import (
     task_names,
 )
 from service.deps import StateDep, field_error
+from service.limits import KeyLease
 
 __all__ = ["router"]
 
@@ -122,6 +123,7 @@ def list_puzzles() -> PuzzleList:
 )
 def sample(
     state: StateDep,
+    _: KeyLease,  # the work is this process's: it holds one of the key's request slots
     body: Annotated[SampleRequest | None, Body()] = None,
     task: str = Path(..., description="A task of GET /v1/puzzles"),
 ) -> SampleResponse:

@@ -36,6 +36,7 @@ from service.tenancy import tenant
 
 __all__ = [
     "LEASE_TTL_S",
+    "RETRY_AFTER_S",
     "KeyLease",
     "KeyLimits",
     "Lease",
@@ -52,7 +53,8 @@ LEASE_TTL_S = 10.0
 REFRESH_S = 1.0
 """Queue mode: how often a replica refreshes the leases it holds."""
 RETRY_AFTER_S = 1
-"""What a refused client is told to wait: a key's requests in flight finish continually."""
+"""What a client refused for a per-key limit or the byte budget is told to wait: requests in
+flight finish continually."""
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,9 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import error_body
+from service.limits import RETRY_AFTER_S
 
 __all__ = ["BodyBudget", "header_limited_http"]
-
-RETRY_AFTER_S = 1
-"""What a client refused for the byte budget is told to wait: bodies in flight finish fast."""
 
 
 _CHUNK_SLACK = 256 * 1024

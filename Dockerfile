@@ -17,8 +17,11 @@ RUN set -eu; \
     rm -rf /tmp/wheels; \
     proctor --help >/dev/null
 
-RUN useradd --uid 10001 --user-group --no-create-home --home-dir /tmp --shell /usr/sbin/nologin proctor
+RUN useradd --uid 10001 --user-group --no-create-home --home-dir /tmp --shell /usr/sbin/nologin proctor \
+    && install -d -o 10001 -g 10001 -m 0700 /var/lib/proctor-redis
 ENV LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /tmp
+# Nothing in the image needs root: the API, workers and Redis all run as this user.
+USER 10001:10001
 EXPOSE 8000
 CMD ["proctor", "serve", "--host", "0.0.0.0", "--port", "8000"]

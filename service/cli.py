@@ -114,6 +114,9 @@ def _worker(args: argparse.Namespace) -> int:
     settings = _settings(args, worker_concurrency=args.concurrency)
     domains = [d.strip() for d in args.domains.split(",") if d.strip()] if args.domains else None
     configure_logging(args.log_level, settings.log_format)
+    if settings.queue_url is None:
+        print("proctor worker: no queue: give --queue or set PROCTOR_QUEUE_URL", file=sys.stderr)
+        return 2
     try:
         return run_worker(settings, domains)
     except ValueError as exc:
@@ -299,7 +302,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve)
 
     worker = sub.add_parser("worker", help="score the chunks of a queue (one per machine)")
-    worker.add_argument("--queue", required=True, help="Redis URL (redis://, rediss://)")
+    worker.add_argument(
+        "--queue",
+        default=None,
+        help="Redis URL (redis://, rediss://); default PROCTOR_QUEUE_URL, which keeps a "
+        "password off the command line",
+    )
     worker.add_argument(
         "--domains", default=None, help="comma-separated domains to take (default: all)"
     )

@@ -13,7 +13,8 @@ from service.state import AppState
 __all__ = ["StateDep", "check_item_count", "field_error", "resolve_spec", "spec_named"]
 
 
-def _state(request: Request) -> AppState:
+async def _state(request: Request) -> AppState:
+    # async: a sync dependency would run on the thread pool every sync route shares
     state: AppState = request.app.state.proctor
     return state
 

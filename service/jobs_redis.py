@@ -2,12 +2,15 @@
 job outlives the API process that took it.
 
 A job's state is a Redis hash (`proctor:job:<id>`: status, total, completed, the result or the
-error), kept `ttl_s` after it ends. The replica that took the job runs it and holds its lease
-(`proctor:job-lease:<id>`, refreshed every second, lapsing after `LEASE_TTL_S`); the request body
-is kept beside it while it runs. A replica that finds a running job with no lease (its replica
-was killed or stopped) takes the lease and runs the job again from the body: a job is never
-lost, and its verdicts are the same, though its progress starts again from 0. A client's DELETE
-reaches the running replica through a flag on the hash.
+error), kept `ttl_s` after it ends; every key of a job has a TTL, so none outlives its use. A
+finished job joins `proctor:jobs:finished` (a sorted set by end time, its result's size beside it
+in `proctor:jobs:finished-bytes`), which each end trims to the store's `FinishedLimits`, oldest
+first: Redis holds at most that many finished jobs and bytes of results, whatever the replicas.
+The replica that took the job runs it and holds its lease (`proctor:job-lease:<id>`, refreshed every
+second, lapsing after `LEASE_TTL_S`); the request body is kept beside it while it runs. A replica
+that finds a running job with no lease (its replica was killed or stopped) takes the lease and runs
+the job again from the body: a job is never lost, and its verdicts are the same, though its progress
+starts again from 0. A client's DELETE reaches the running replica through a flag on the hash.
 """
 
 from __future__ import annotations
@@ -23,8 +26,16 @@ from typing import Any
 
 from service.dispatch.base import Unavailable
 from service.dispatch.queue import wire
-from service.jobs import Job, Runner, TooManyJobs
-from service.schemas import ErrorInfo, JobState, JobStatus, ScoreResponse
+from service.jobs import (
+    FinishedLimits,
+    Job,
+    Runner,
+    RunningBytes,
+    TooManyJobs,
+    encode_result,
+    status_json,
+)
+from service.schemas import ErrorInfo, JobState, JobStatus
 from service.tenancy import OPEN_TENANT, tenant
 
 __all__ = ["LEASE_TTL_S", "RedisJobStore"]
@@ -37,11 +48,14 @@ REFRESH_S = 1.0
 """How often the running replica writes progress and refreshes its lease, and how often each
 replica looks for jobs to take over."""
 _RUNNING = "proctor:jobs:running"
+_FINISHED = "proctor:jobs:finished"
+_FINISHED_BYTES = "proctor:jobs:finished-bytes"
+_JOB_PREFIX = "proctor:job:"
 _CANCELLED = ErrorInfo(code="cancelled", message="the job was cancelled by a client")
 
 
 def _job_key(job_id: str) -> str:
-    return f"proctor:job:{job_id}"
+    return f"{_JOB_PREFIX}{job_id}"
 
 
 def _lease_key(job_id: str) -> str:
@@ -52,15 +66,38 @@ def _body_key(job_id: str) -> str:
     return f"proctor:job-body:{job_id}"
 
 
+_TRIM = """
+local total = 0
+for _, size in ipairs(redis.call('HVALS', KEYS[2])) do total = total + tonumber(size) end
+local count = redis.call('ZCARD', KEYS[1])
+while count > 0 do
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local id, ended = oldest[1], tonumber(oldest[2])
+  if count <= tonumber(ARGV[2]) and total <= tonumber(ARGV[3]) and ended >= tonumber(ARGV[1]) then
+    break
+  end
+  total = total - tonumber(redis.call('HGET', KEYS[2], id) or '0')
+  redis.call('DEL', ARGV[4] .. id)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  count = count - 1
+end
+return count
+"""
+"""Forget the oldest finished jobs while they pass a limit (KEYS: the finished set, the sizes;
+ARGV: the earliest end kept, the count, the bytes, the prefix of a job's key)."""
+
+
 @dataclass(frozen=True)
 class _Snapshot:
-    """A job as Redis holds it."""
+    """A job as Redis holds it: its state, and its result as the encoded JSON Redis keeps."""
 
     id: str
     status: JobStatus
+    result: bytes | None = None
 
-    def view(self) -> JobStatus:
-        return self.status
+    def view_json(self) -> bytes:
+        return status_json(self.status, self.result)
 
 
 class RedisJobStore:
@@ -68,17 +105,21 @@ class RedisJobStore:
         self,
         url: str,
         runner_for: Callable[[bytes], Runner],
-        max_jobs: int = 64,
-        ttl_s: float = 3600.0,
+        max_jobs: int,
+        finished: FinishedLimits,
+        max_running_bytes: int,
         body_ttl_s: float = 86400.0,
     ) -> None:
         """`runner_for(body)` makes the job's runner from its request body (taking a job over
-        needs nothing but what Redis kept)."""
+        needs nothing but what Redis kept). `max_jobs` counts across replicas; the running
+        jobs' request bytes (`max_running_bytes`) are this process's."""
         self.client = wire.connect(url)
         self.runner_for = runner_for
         self.max_jobs = max_jobs
-        self.ttl_s = ttl_s
+        self.limits = finished
         self.body_ttl_s = body_ttl_s
+        self._trim = self.client.register_script(_TRIM)
+        self._running = RunningBytes(max_running_bytes)
         self.owner = secrets.token_hex(8)
         self._local: dict[str, Job] = {}
         self._monitor: asyncio.Task[None] | None = None
@@ -92,7 +133,8 @@ class RedisJobStore:
     async def start(self, total: int, runner: Runner, body: bytes = b"") -> Job:
         if await self._redis(lambda: self.client.scard(_RUNNING)) >= self.max_jobs:
             raise TooManyJobs(f"{self.max_jobs} jobs are already running; retry later", 5)
-        job = Job(id=secrets.token_hex(12), total=total, tenant=tenant())
+        self._running.check(len(body), 5)
+        job = Job(id=secrets.token_hex(12), total=total, tenant=tenant(), body_bytes=len(body))
 
         def record() -> None:
             pipe = self.client.pipeline()
@@ -100,6 +142,7 @@ class RedisJobStore:
                 _job_key(job.id),
                 mapping={"status": "queued", "total": total, "done": 0, "tenant": job.tenant},
             )
+            pipe.expire(_job_key(job.id), int(self.body_ttl_s))
             pipe.set(_body_key(job.id), body, ex=int(self.body_ttl_s))
             pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
             pipe.sadd(_RUNNING, job.id)
@@ -111,14 +154,18 @@ class RedisJobStore:
 
     def _run_here(self, job: Job, runner: Runner) -> None:
         self._local[job.id] = job
+        self._running.held += job.body_bytes
         job.task = asyncio.create_task(self._run(job, runner), name=f"job-{job.id}")
 
     async def _run(self, job: Job, runner: Runner) -> None:
         job.status = "running"
         beat = asyncio.create_task(self._beat(job))
         try:
-            result = await runner(job)
-            await self._finish(job.id, "done", result=result)
+            encoded = encode_result(await runner(job), self.limits)
+            if isinstance(encoded, ErrorInfo):
+                await self._finish(job.id, "failed", error=encoded)
+            else:
+                await self._finish(job.id, "done", result=encoded, done=job.total)
         except asyncio.CancelledError:
             if job.error is _CANCELLED:  # by a client: recorded; else this replica stops
                 await self._finish(job.id, "cancelled", error=job.error)
@@ -132,7 +179,8 @@ class RedisJobStore:
             await self._finish(job.id, "failed", error=error)
         finally:
             beat.cancel()
-            self._local.pop(job.id, None)
+            if self._local.pop(job.id, None) is not None:
+                self._running.held -= job.body_bytes
 
     def _refresh(self, job: Job) -> Any:
         """Write the job's progress and renew its lease; the client's cancel flag, if set."""
@@ -159,24 +207,38 @@ class RedisJobStore:
         self,
         job_id: str,
         status: JobState,
-        result: ScoreResponse | None = None,
+        result: bytes | None = None,
         error: ErrorInfo | None = None,
+        done: int | None = None,
     ) -> None:
+        """Record the job's end and add it to the finished jobs, trimmed to the limits."""
         fields: dict[bytes | bytearray | memoryview[int] | str | int | float, Any] = {
             "status": status
         }
         if result is not None:
-            fields["result"] = result.model_dump_json()
-            fields["done"] = len(result.results)
+            fields["result"] = result
+        if done is not None:
+            fields["done"] = done
         if error is not None:
             fields["error"] = error.model_dump_json()
+        limits = self.limits
 
         def write() -> None:
+            now = time.time()
             pipe = self.client.pipeline()
             pipe.hset(_job_key(job_id), mapping=fields)
-            pipe.expire(_job_key(job_id), int(self.ttl_s))
+            pipe.expire(_job_key(job_id), max(1, int(limits.ttl_s)))
             pipe.delete(_body_key(job_id), _lease_key(job_id))
             pipe.srem(_RUNNING, job_id)
+            pipe.zadd(_FINISHED, {job_id: now})
+            pipe.hset(_FINISHED_BYTES, job_id, len(result or b""))
+            args: list[float | int | str] = [
+                now - limits.ttl_s,
+                limits.count,
+                limits.bytes,
+                _JOB_PREFIX,
+            ]
+            self._trim(keys=[_FINISHED, _FINISHED_BYTES], args=args, client=pipe)
             pipe.execute()
 
         for attempt in range(30):  # a finished job's result must not be lost to a Redis blip
@@ -191,22 +253,21 @@ class RedisJobStore:
         fields = await self._redis(lambda: self.client.hgetall(_job_key(job_id)))
         if not fields:
             return None
+        result = fields.pop(b"result", None)
         text = {k.decode(): v.decode() for k, v in fields.items()}
         if text.get("tenant", OPEN_TENANT) != tenant():
             return None  # another tenant's job is as unknown as a missing one
         if "status" not in text or "total" not in text:
             return _Snapshot(job_id, _lost(job_id, text))
-        result = text.get("result")
         error = text.get("error")
         status = JobStatus(
             job_id=job_id,
             status=text["status"],
             total=int(text["total"]),
             completed=int(text.get("done", 0)),
-            result=ScoreResponse.model_validate_json(result) if result else None,
             error=ErrorInfo.model_validate_json(error) if error else None,
         )
-        return _Snapshot(job_id, status)
+        return _Snapshot(job_id, status, result)
 
     async def delete(self, job_id: str) -> _Snapshot | None:
         """Cancel a running job (wherever it runs; kept as `cancelled`) or forget a finished
@@ -215,7 +276,7 @@ class RedisJobStore:
         if job is None:
             return None
         if job.status.status not in ("queued", "running"):
-            await self._redis(lambda: self.client.delete(_job_key(job_id)))
+            await self._redis(lambda: self._forget(job_id))
             return job
         local = self._local.get(job_id)
         if local is not None and local.task is not None:
@@ -232,6 +293,13 @@ class RedisJobStore:
                     break
                 await asyncio.sleep(REFRESH_S / 4)
         return await self.get(job_id) or job
+
+    def _forget(self, job_id: str) -> None:
+        pipe = self.client.pipeline()
+        pipe.delete(_job_key(job_id))
+        pipe.zrem(_FINISHED, job_id)
+        pipe.hdel(_FINISHED_BYTES, job_id)
+        pipe.execute()
 
     async def _take_over_loop(self) -> None:
         while True:
@@ -264,6 +332,9 @@ class RedisJobStore:
                 error = ErrorInfo(code="job_lost", message="the job's request body expired")
                 await self._finish(job_id, "failed", error=error)
                 continue
+            if not self._running.admits(len(body)):  # this replica is full: leave it to another
+                await asyncio.to_thread(self.client.delete, _lease_key(job_id))
+                continue
             log.warning("job %s lost its replica; running it again here", job_id)
             try:
                 runner = self.runner_for(body if isinstance(body, bytes) else body.encode())
@@ -271,7 +342,8 @@ class RedisJobStore:
                 error = ErrorInfo(code="job_failed", message=f"{type(exc).__name__}: {exc}")
                 await self._finish(job_id, "failed", error=error)
                 continue
-            self._run_here(Job(id=job_id, total=int(total)), runner)
+            job = Job(id=job_id, total=int(total), body_bytes=len(body))
+            self._run_here(job, runner)
 
     def resume(self) -> None:
         """Look for orphaned jobs from now on (at start-up: jobs of a replica that died)."""

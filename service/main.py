@@ -25,16 +25,18 @@ from service.auth import ApiKeyAuth
 from service.dispatch import Dispatcher, DispatchRefused, make_dispatcher
 from service.errors import error_body
 from service.examples import EXAMPLE_ITEMS
-from service.jobs import JobStore
+from service.jobs import FinishedLimits, JobStore
 from service.jobs_redis import RedisJobStore
 from service.limits import make_limits
 from service.limits_http import BodyBudget
 from service.loading import load_all_specs, load_registry
 from service.logs import RequestIdMiddleware, client_gone
 from service.metrics import Metrics, StatusCounter
-from service.routes import health, openrlhf, puzzles, score
+from service.routes import health, openrlhf, puzzles, run, score
 from service.routes.docs import mount_docs
+from service.runs import RunPool
 from service.runtime import settle_heap
+from service.sampling import Sampler
 from service.schemas import ScoreRequest
 from service.settings import Settings
 from service.state import AppState
@@ -171,15 +173,24 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
     specs = load_all_specs(registry, settings.spec_dirs)
     if settings.default_spec not in specs:
         raise SpecError(f"default spec {settings.default_spec!r} is not among {sorted(specs)}")
+    # Before the dispatcher: a worker pool's fork-server preload, set when it is made, wins.
+    sampler = Sampler(settings.sample_processes, settings.item_timeout_s, settings.worker_memory_mb)
     if dispatcher is None:
         dispatcher = make_dispatcher(settings, registry)
+    finished = FinishedLimits(
+        settings.job_ttl_s, settings.max_finished_jobs, settings.max_finished_job_bytes
+    )
     state = AppState(
         settings=settings,
         registry=registry,
         specs=specs,
         dispatcher=dispatcher,
-        metrics=Metrics(dispatcher.stats, domains=[s.domain for s in registry]),
-        jobs=JobStore(settings.max_jobs, settings.job_ttl_s, settings.max_finished_jobs),
+        metrics=Metrics(
+            dispatcher.stats, domains=[s.domain for s in registry], sampling=sampler.load
+        ),
+        sampler=sampler,
+        jobs=JobStore(settings.max_jobs, finished, settings.max_running_job_bytes),
+        runs=RunPool(settings),
         limits=make_limits(settings),
     )
     if settings.queue_url is not None:  # jobs in Redis: any replica answers for any job
@@ -187,7 +198,8 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
             settings.queue_url,
             lambda raw: score.job_runner_from(state, raw),
             settings.max_jobs,
-            settings.job_ttl_s,
+            finished,
+            settings.max_running_job_bytes,
         )
     return state
 
@@ -237,6 +249,8 @@ def create_app(
             await state.jobs.close()
             await state.limits.close()
             await state.dispatcher.stop()
+            state.sampler.close()
+            await asyncio.to_thread(state.runs.close)
 
     app = FastAPI(
         title="Proctor",
@@ -257,6 +271,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(puzzles.router)
     app.include_router(openrlhf.router)
+    app.include_router(run.router)
     mount_docs(app)
     app.add_middleware(BodyBudget, budget=settings.max_inflight_request_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)

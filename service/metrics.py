@@ -161,9 +161,28 @@ class _DispatchCollector(Collector):
         yield extras
 
 
+class _SamplingCollector(Collector):
+    """Puzzle sampling calls running in their child processes, and waiting for one."""
+
+    def __init__(self, load: Callable[[], tuple[int, int]]) -> None:
+        self._load = load
+
+    def collect(self) -> Iterable[Metric]:
+        running, waiting = self._load()
+        yield GaugeMetricFamily(
+            "proctor_sampling_running", "Puzzle sampling calls in a child process.", value=running
+        )
+        yield GaugeMetricFamily(
+            "proctor_sampling_waiting", "Puzzle sampling calls waiting for one.", value=waiting
+        )
+
+
 class Metrics:
     def __init__(
-        self, dispatch_stats: Callable[[], DispatchStats], domains: Collection[str] = ()
+        self,
+        dispatch_stats: Callable[[], DispatchStats],
+        domains: Collection[str] = (),
+        sampling: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.domains = frozenset(domains)
         self.registry = CollectorRegistry()
@@ -205,6 +224,8 @@ class Metrics:
         self.rolling = _Rolling()
         self.registry.register(self.rolling)
         self.registry.register(_DispatchCollector(dispatch_stats))
+        if sampling is not None:
+            self.registry.register(_SamplingCollector(sampling))
 
     def observe(self, domains: Sequence[str], results: Sequence[ScoreResult]) -> None:
         known = self.domains

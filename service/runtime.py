@@ -17,8 +17,9 @@ import ctypes
 import ctypes.util
 import gc
 import logging
+import resource
 
-__all__ = ["settle_heap"]
+__all__ = ["limit_address_space", "settle_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -55,3 +56,13 @@ def _keep_freed_blocks() -> None:
     ):
         if mallopt(option, value) != 1:
             log.debug("mallopt(%d, %d) refused; the C allocator keeps that default", option, value)
+
+
+def limit_address_space(memory_mb: int) -> None:
+    """Cap this process's address space (a worker's, a sampling child's), so that runaway work
+    raises MemoryError instead of exhausting the machine; never above an existing hard limit."""
+    limit = memory_mb * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))

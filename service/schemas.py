@@ -16,6 +16,7 @@ __all__ = [
     "JobState",
     "JobStatus",
     "LimitsInfo",
+    "RunLimitsInfo",
     "ScoreItem",
     "ScoreRequest",
     "ScoreResponse",
@@ -143,6 +144,18 @@ class InFlight(BaseModel):
     items: int
 
 
+class RunLimitsInfo(BaseModel):
+    """`POST /v1/run`'s bounds (`Settings.run`): a request may ask for less, never more."""
+
+    cpu_s: float
+    wall_s: float
+    build_cpu_s: float
+    memory_mb: int
+    output_bytes: int
+    max_files: int
+    max_file_bytes: int
+
+
 class LimitsInfo(BaseModel):
     max_items_per_request: int
     max_response_bytes: int
@@ -156,6 +169,7 @@ class LimitsInfo(BaseModel):
     max_header_bytes: int
     in_flight: InFlight
     """What the caller's API key has in flight now (requests, and items of requests and jobs)."""
+    run: RunLimitsInfo
 
 
 class JobAccepted(BaseModel):

@@ -11,18 +11,50 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
 from reward_specs.json_bounds import DEFAULT_MAX_DEPTH, HARD_MAX_DEPTH
 from sandboxes.settings import SandboxSettings
 
-__all__ = ["Settings", "SettingsError", "load_settings"]
+__all__ = ["RunSettings", "Settings", "SettingsError", "load_settings"]
 
 
 def _cpu_count() -> int:
     return max(1, len(os.sched_getaffinity(0)))
+
+
+class RunSettings(BaseModel):
+    """`POST /v1/run`: its sandboxes (a pool of their own, which never runs scoring) and the
+    bounds of one run. A request may ask for less time, memory or output, never more."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pool_size: int = Field(default_factory=_cpu_count, ge=1, le=256)
+    """Sandboxes of the run pool (opened by the first run), so runs executed at once."""
+    cpu_s: float = Field(5.0, gt=0, le=600)
+    """CPU seconds of the program (user + sys, all its processes), as a code item's budget."""
+    wall_s: float = Field(10.0, gt=0, le=1200)
+    """Wall-clock backstop of the program, for one that sleeps or blocks."""
+    build_cpu_s: float = Field(10.0, gt=0, le=600)
+    """CPU seconds of the compile step (C++, Java, Go, Rust; JavaScript's syntax check)."""
+    memory_mb: int = Field(512, ge=32, le=65536)
+    """Memory of the program (and of its compiler)."""
+    output_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)
+    """stdout and stderr together; more is cut off and the run is `output_limit`."""
+    max_processes: int = Field(64, ge=1, le=4096)
+    """Processes and threads the program may have at once."""
+    max_files: int = Field(16, ge=0, le=1024)
+    """Entries of a request's `files`."""
+    max_file_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)
+    """UTF-8 bytes of the source, of `stdin`, and of each entry of `files`."""
+
+    @model_validator(mode="after")
+    def _backstop_above_budget(self) -> RunSettings:
+        if self.wall_s < self.cpu_s:
+            raise ValueError("run.wall_s must be at least run.cpu_s")
+        return self
 
 
 class Settings(BaseSettings):
@@ -80,6 +112,10 @@ class Settings(BaseSettings):
     worker_memory_mb: int = Field(4096, ge=256)
     """Address-space limit of each worker process, so a pathological expression raises
     MemoryError (judged 0) instead of exhausting the machine."""
+    sample_processes: int = Field(2, ge=1, le=64)
+    """Puzzle sampling calls (`POST /v1/puzzles/{task}/sample`) running at once, each in a child
+    process of its own under `item_timeout_s` and `worker_memory_mb`; more wait, admitted
+    round-robin across API keys."""
     request_deadline_s: float = Field(300.0, gt=0, le=86400)
     """Items not scored within this time after a request arrives come back `infra_error`."""
 
@@ -115,10 +151,20 @@ class Settings(BaseSettings):
 
     job_ttl_s: float = Field(3600.0, gt=0)
     """How long a finished job's results stay available at GET /v1/jobs/{id}."""
-    max_jobs: int = Field(64, ge=1)
-    """Jobs running at once; a new job beyond this is refused with 429 and `Retry-After`."""
+    max_jobs: int = Field(8, ge=1)
+    """Jobs running at once (across replicas in queue mode); a new job beyond this is refused
+    with 429 and `Retry-After`. Each holds its items' results until it ends, so this is a term of
+    the API's memory ceiling (README.md)."""
+    max_running_job_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    """Bytes of the requests of the jobs running in one API process (their items live as long as
+    the job): a job past it is refused with 429 and `Retry-After`, one larger than it alone with
+    413."""
     max_finished_jobs: int = Field(1024, ge=1)
     """Finished jobs whose results are kept (each for `job_ttl_s`); the oldest go first."""
+    max_finished_job_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    """Bytes of finished jobs' results (as encoded JSON) kept in all; past it the oldest finished
+    jobs are forgotten (GET answers 404), and a result larger than this alone fails its job with
+    `result_too_large`. In queue mode this is what Redis holds, across replicas."""
 
     log_format: Literal["text", "json"] = "text"
     """`json`: one JSON object per log line (time, level, logger, message, request_id), for log
@@ -148,6 +194,8 @@ class Settings(BaseSettings):
     chunks that an idle worker could take at a batch's end (benchmarks/README.md, scale_out)."""
 
     sandbox: SandboxSettings = SandboxSettings()
+    run: RunSettings = RunSettings()
+    """`POST /v1/run` (`RunSettings`; `PROCTOR_RUN__CPU_S=2`, ...)."""
 
     @field_validator("queue_url")
     @classmethod

@@ -9,6 +9,8 @@ from service.dispatch.base import Dispatcher
 from service.jobs import Jobs, JobStore
 from service.limits import KeyLimits
 from service.metrics import Metrics
+from service.runs import RunPool
+from service.sampling import Sampler
 from service.settings import Settings
 
 __all__ = ["AppState"]
@@ -23,4 +25,7 @@ class AppState:
     metrics: Metrics
     limits: KeyLimits
     """Per-key requests and items in flight (`service.limits`)."""
+    sampler: Sampler
+    runs: RunPool
+    """`POST /v1/run`'s pool (`service.runs`)."""
     jobs: Jobs = field(default_factory=JobStore)

@@ -3,6 +3,7 @@ it scores as its comment says, and nothing in the repository points outside it f
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -70,3 +71,38 @@ def test_nothing_points_outside_the_repository() -> None:
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         assert not [mark for mark in outside if mark in text], path
+
+
+_RUN_EXAMPLE = re.compile(
+    r"<!-- run-example -->\s*```json\n(?P<request>.*?)\n```\s*answers[^\n]*\s*```json\n"
+    r"(?P<response>.*?)\n```",
+    re.S,
+)
+
+
+def _run_examples() -> list[Any]:
+    found = [
+        pytest.param(json.loads(m["request"]), json.loads(m["response"]), id=f"run {n}")
+        for n, m in enumerate(_RUN_EXAMPLE.finditer(DOC))
+    ]
+    assert len(found) >= 3
+    return found
+
+
+@pytest.mark.parametrize(("request_body", "documented"), _run_examples())
+def test_every_run_example_runs_as_the_doc_says(
+    client: httpx.Client, request_body: dict[str, Any], documented: dict[str, Any]
+) -> None:
+    answer = client.post("/v1/run", json=request_body)
+    assert answer.status_code == 200, answer.text
+    got = answer.json()
+    assert set(got) == set(documented)
+    for field in ("status", "exit_code", "error"):
+        assert got[field] == documented[field], (field, got)
+    for field in ("stdout", "stderr"):
+        text = documented[field]
+        if "..." in text:  # abridged: what it shows must be there
+            parts = [part.strip() for part in text.split("...")]
+            assert all(part in got[field] for part in parts), (field, got)
+        else:
+            assert got[field] == text, (field, got)

@@ -1,6 +1,8 @@
-"""`proctor-eval sample` with a tiny Qwen2 and a word-level tokenizer built in code (no hub):
+"""`proctor-eval sample` with a tiny Llama and a word-level tokenizer built in code (no hub):
 rows carry their decoding settings, sampling is reproducible from its seed, and the file goes
-straight into `proctor-eval`."""
+straight into `proctor-eval`. Llama, not Qwen2: transformers reloads any `qwen2` checkpoint's
+tokenizer as Qwen2's byte-level BPE, which loses these words (the prompts came out as one
+token); the model keeps a Qwen-style generation config of its own."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tokenizer_object=words, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
     )
     torch.manual_seed(0)
-    config = transformers.Qwen2Config(
+    config = transformers.LlamaConfig(
         vocab_size=len(WORDS),
         hidden_size=16,
         intermediate_size=32,
@@ -42,8 +44,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
     )
-    path = tmp_path_factory.mktemp("tiny-qwen2")
-    model = transformers.Qwen2ForCausalLM(config)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model = transformers.LlamaForCausalLM(config)
     # a generation config of its own, as Qwen checkpoints ship one: top_k 20, penalty 1.05
     model.generation_config = transformers.GenerationConfig(
         do_sample=True, top_k=20, repetition_penalty=1.05, temperature=0.7, top_p=0.8
@@ -88,6 +90,7 @@ def test_rows_record_their_decoding_and_are_reproducible(
         assert decoding["max_new_tokens"] == MAX_NEW and decoding["rng_seed"] == 0
         assert decoding["top_k"] is None and decoding["repetition_penalty"] is None
         assert row["prompt"].endswith("plus 1 is")
+        assert row["prompt_tokens"] == 4  # the words survive the checkpoint's round trip
         assert row["max_response_tokens"] == MAX_NEW
         if row["finish_reason"] == "length":
             assert row["response_tokens"] == MAX_NEW
@@ -154,3 +157,20 @@ def test_sampled_file_goes_through_the_evaluator(
     assert model["samples"] == 12 and model["prompts"] == 2
     assert model["decoding"][0]["requested"]["temperature"] == 1.5
     assert list(model["pass_at_k"]) == ["1", "2", "4", "6"]
+
+
+def test_a_rerun_resumes_a_file_cut_short(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    prompts = _prompts(tmp_path / "prompts.jsonl")
+    out = tmp_path / "a.jsonl"
+    assert len(_sample(checkpoint, prompts, out)) == 12
+    lines = out.read_text().splitlines(keepends=True)
+    kept = "".join(lines[:7])  # all of p0, one sample of p1
+    out.write_text(kept + lines[7][:10])  # and a line cut off by a crash
+    rows = _sample(checkpoint, prompts, out)
+    assert out.read_text().startswith(kept)
+    keys = [(r["prompt_id"], r["sample"]) for r in rows]
+    assert sorted(keys) == [(p, s) for p in ("p0", "p1") for s in range(6)]
+    assert _sample(checkpoint, prompts, out) == rows  # complete: nothing is added

@@ -12,7 +12,7 @@ import pytest
 
 from proctor_client import _models as client
 from reward_specs import Status
-from service import schemas
+from service import runs, schemas
 
 PACKAGES = ["reward_specs", "sandboxes", "service.dispatch", "proctor_client"]
 
@@ -40,3 +40,4 @@ def test_the_client_s_copies_of_the_wire_literals_agree() -> None:
     assert get_args(client.Status) == get_args(Status)
     assert get_args(client.JobState) == get_args(schemas.JobState)
     assert get_args(client.FinishReason) == get_args(schemas.FinishReason)
+    assert get_args(client.RunStatus) == get_args(runs.RunStatus)

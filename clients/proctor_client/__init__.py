@@ -7,7 +7,14 @@ Trainer integrations live in submodules imported on their own: `proctor_client.t
 
 from proctor_client._async_client import AsyncJobs, AsyncProctorClient
 from proctor_client._errors import ProctorError, ProctorUnreachable, ProctorValidationError
-from proctor_client._models import ErrorInfo, JobStatus, ScoreItem, ScoreResult, SpecSummary
+from proctor_client._models import (
+    ErrorInfo,
+    JobStatus,
+    RunResult,
+    ScoreItem,
+    ScoreResult,
+    SpecSummary,
+)
 from proctor_client._retry import Backoff
 from proctor_client._sync_client import Jobs, ProctorClient
 
@@ -22,6 +29,7 @@ __all__ = [
     "ProctorError",
     "ProctorUnreachable",
     "ProctorValidationError",
+    "RunResult",
     "ScoreItem",
     "ScoreResult",
     "SpecSummary",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -15,12 +16,12 @@ from pydantic import ValidationError
 from proctor_client import _defaults
 from proctor_client._batch import ItemLike, as_wire_items, chunk_items, failed, request_body
 from proctor_client._errors import ProctorError, ProctorUnreachable
-from proctor_client._models import JobStatus, ScoreResponse, ScoreResult
+from proctor_client._models import ErrorInfo, JobStatus, RunResult, ScoreResponse, ScoreResult
 from proctor_client._retry import RETRIED_ERRORS, Backoff, retry_after_s
 
 __all__ = ["AsyncJobs", "AsyncProctorClient"]
 
-_M = TypeVar("_M", ScoreResponse, JobStatus)
+_M = TypeVar("_M", ScoreResponse, JobStatus, RunResult)
 
 
 class _Unanswered(Exception):
@@ -160,6 +161,38 @@ class AsyncProctorClient:
             r if r is not None else failed([validated[i]], "client_deadline", message)[0]
             for i, r in enumerate(results)
         ]
+
+    async def run(
+        self,
+        language: str,
+        source: str,
+        stdin: str = "",
+        files: Mapping[str, str] | None = None,
+        *,
+        cpu_s: float | None = None,
+        wall_s: float | None = None,
+        memory_mb: int | None = None,
+        output_bytes: int | None = None,
+    ) -> RunResult:
+        """Run `source` once in the server's sandbox with `stdin` (and `files`, relative path
+        -> text, beside it), for a tool call during a rollout. The bounds are the server's
+        (`GET /v1/limits`, `run`) unless given lower. A run that got no answer (retries
+        exhausted, a timeout) is `infra_error`; a malformed one raises ProctorError (422)."""
+        body: dict[str, Any] = {"language": language, "source": source, "stdin": stdin}
+        if files is not None:
+            body["files"] = dict(files)
+        asked = {"cpu_s": cpu_s, "wall_s": wall_s, "memory_mb": memory_mb}
+        asked["output_bytes"] = output_bytes
+        limits = {name: value for name, value in asked.items() if value is not None}
+        if limits:
+            body["limits"] = limits
+        try:
+            response = await self._send("POST", "/v1/run", json.dumps(body).encode())
+        except _Unanswered as exc:
+            _raise_if_never_reached(exc, self._http.base_url)
+            error = ErrorInfo(code=exc.code, message=exc.message)
+            return RunResult(status="infra_error", error=error)
+        return _parse(RunResult, response)
 
     async def _score_chunk(
         self, chunk: list[dict[str, Any]], spec: str | None

@@ -11,6 +11,8 @@ __all__ = [
     "FinishReason",
     "JobState",
     "JobStatus",
+    "RunResult",
+    "RunStatus",
     "ScoreItem",
     "ScoreResponse",
     "ScoreResult",
@@ -23,6 +25,9 @@ __all__ = [
 Status = Literal["ok", "infra_error", "invalid"]
 JobState = Literal["queued", "running", "done", "failed", "cancelled"]
 FinishReason = Literal["stop", "length"]
+RunStatus = Literal[
+    "ok", "error", "timeout", "memory", "output_limit", "compile_error", "infra_error"
+]
 
 
 class ScoreItem(BaseModel):
@@ -81,4 +86,19 @@ class JobStatus(BaseModel):
     total: int
     completed: int
     result: ScoreResponse | None = None
+    error: ErrorInfo | None = None
+
+
+class RunResult(BaseModel):
+    """One program's run (`POST /v1/run`): `ok` exited 0, `error` exited otherwise (or was
+    killed), `timeout`, `memory` and `output_limit` hit a bound, `compile_error` did not build
+    (the compiler's output in `stderr`), and `infra_error` was not run by us (`error` says
+    why), never the program's fault."""
+
+    status: RunStatus
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
     error: ErrorInfo | None = None

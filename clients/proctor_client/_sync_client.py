@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -15,7 +15,7 @@ import httpx
 from proctor_client import _defaults
 from proctor_client._async_client import AsyncJobs, AsyncProctorClient
 from proctor_client._batch import ItemLike
-from proctor_client._models import JobStatus, ScoreResult
+from proctor_client._models import JobStatus, RunResult, ScoreResult
 
 __all__ = ["Jobs", "ProctorClient"]
 
@@ -110,6 +110,31 @@ class ProctorClient:
     ) -> list[ScoreResult]:
         """One result per item, in order (`AsyncProctorClient.score`)."""
         return self._loop.run(self._client.score(items, spec=spec, deadline_s=deadline_s))
+
+    def run(
+        self,
+        language: str,
+        source: str,
+        stdin: str = "",
+        files: Mapping[str, str] | None = None,
+        *,
+        cpu_s: float | None = None,
+        wall_s: float | None = None,
+        memory_mb: int | None = None,
+        output_bytes: int | None = None,
+    ) -> RunResult:
+        """Run one program in the server's sandbox (`AsyncProctorClient.run`)."""
+        call = self._client.run(
+            language,
+            source,
+            stdin,
+            files,
+            cpu_s=cpu_s,
+            wall_s=wall_s,
+            memory_mb=memory_mb,
+            output_bytes=output_bytes,
+        )
+        return self._loop.run(call)
 
     @property
     def reached(self) -> bool:

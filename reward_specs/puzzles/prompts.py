@@ -15,6 +15,7 @@ from typing import Any
 from reasoning_gym.utils import SYSTEM_PROMPTS
 
 from reward_specs.puzzles.answers import JSON_BLOCK
+from reward_specs.puzzles.bounds import check_sample_bounds
 from reward_specs.puzzles.domain import PuzzleConfig
 from reward_specs.puzzles.gym import sample_entries
 
@@ -46,7 +47,9 @@ def sample_prompts(
     config: PuzzleConfig,
 ) -> list[dict[str, Any]]:
     """`sample_entries`, each with the full prompt: `system`, and `messages` (the system prompt
-    and the question as a chat), for the spec whose puzzle config is `config`."""
+    and the question as a chat), for the spec whose puzzle config is `config`. A config over
+    the sampling bounds (`bounds.SAMPLE_BOUNDS`) is refused before any entry is built."""
+    check_sample_bounds(task, dataset_config)
     system = system_prompt(task, config)
     entries = sample_entries(task, dataset_config, seed, count, start)
     for entry in entries:

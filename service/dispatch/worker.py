@@ -8,7 +8,6 @@ when its pipe closes, so a killed service leaves no workers behind.
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import time
 from collections.abc import Sequence
@@ -18,20 +17,12 @@ from typing import Any
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from service.loading import load_all_specs, load_registry
-from service.runtime import settle_heap
+from service.runtime import limit_address_space, settle_heap
 
 __all__ = ["Task", "worker_main"]
 
 Task = tuple[int, str, Item]
 """(position in the batch, spec name, item)."""
-
-
-def _limit_memory(memory_mb: int) -> None:
-    limit = memory_mb * 1024 * 1024
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _warm_up(registry: Registry, specs: dict[str, Spec], ctx: ScoreContext) -> None:
@@ -63,7 +54,7 @@ def worker_main(
     worker publishes the position it is scoring and when it started (see pool.py)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service decides when workers stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _limit_memory(memory_mb)
+    limit_address_space(memory_mb)
     registry = load_registry(registry_path)
     specs = load_all_specs(registry, spec_dirs)
     ctx = ScoreContext()

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.deps import StateDep
-from service.schemas import InFlight, LimitsInfo, SpecInfo, SpecsResponse
+from service.schemas import InFlight, LimitsInfo, RunLimitsInfo, SpecInfo, SpecsResponse
 
 router = APIRouter()
 
@@ -64,6 +64,7 @@ async def limits(state: StateDep) -> LimitsInfo:
         max_inflight_request_bytes=s.max_inflight_request_bytes,
         max_header_bytes=s.max_header_bytes,
         in_flight=InFlight(**vars(await state.limits.usage())),
+        run=RunLimitsInfo(**s.run.model_dump(exclude={"pool_size", "max_processes"})),
     )
 
 

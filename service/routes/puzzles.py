@@ -2,15 +2,19 @@
 
 A trainer builds its puzzle mixture from the service and scores it with the same semantics: each
 sampled entry can be sent back as a `puzzle` reference, by value (`{"task", "entry"}`) or by its
-coordinates (`{"task", "config", "seed", "index"}`, regenerated identically). The routes only call
-`reward_specs`; generation and validation live there.
+coordinates (`{"task", "config", "seed", "index"}`, regenerated identically). Generation and
+validation live in `reward_specs`; sampling runs in a child process (`service.sampling`), never in
+the API's, and is abandoned as soon as its client disconnects.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, HTTPException, Path
+from fastapi import APIRouter, Body, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from reward_specs import InvalidReference
@@ -18,16 +22,18 @@ from reward_specs.puzzles import (
     MAX_SAMPLE_COUNT,
     VALIDATED_TASKS,
     PuzzleConfig,
-    sample_prompts,
     task_info,
     task_names,
 )
 from service.deps import StateDep, field_error
 from service.limits import KeyLease
+from service.sampling import SampleCall
+from service.tenancy import tenant
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["puzzles"])
+log = logging.getLogger(__name__)
 
 
 class PuzzleTask(BaseModel):
@@ -84,6 +90,8 @@ class SampleResponse(BaseModel):
 
 
 _STATUS = {"unknown_task": 404}
+_CLIENT_GONE = 499
+"""Logged (never sent: nobody is there) for a sampling call abandoned by its client."""
 
 
 def _refuse(exc: InvalidReference) -> HTTPException:
@@ -93,7 +101,7 @@ def _refuse(exc: InvalidReference) -> HTTPException:
 
 
 @router.get("/v1/puzzles", response_model=PuzzleList, summary="Reasoning Gym tasks")
-def list_puzzles() -> PuzzleList:
+async def list_puzzles() -> PuzzleList:
     tasks = []
     for name in task_names():
         info = task_info(name)
@@ -121,9 +129,10 @@ def list_puzzles() -> PuzzleList:
     "optional: without one, the first 16 entries of the default config with seed 0.",
     responses={404: {"description": "Unknown task"}, 422: {"description": "Bad config"}},
 )
-def sample(
+async def sample(
+    request: Request,
     state: StateDep,
-    _: KeyLease,  # the work is this process's: it holds one of the key's request slots
+    _: KeyLease,  # work a client asks for: it holds one of the key's request slots
     body: Annotated[SampleRequest | None, Body()] = None,
     task: str = Path(..., description="A task of GET /v1/puzzles"),
 ) -> SampleResponse:
@@ -136,8 +145,9 @@ def sample(
     config = spec.domains.get("puzzle", PuzzleConfig())
     if not isinstance(config, PuzzleConfig):
         config = PuzzleConfig()
+    call = SampleCall(task, body.config, body.seed, body.count, body.start, config)
     try:
-        entries = sample_prompts(task, body.config, body.seed, body.count, body.start, config)
+        entries = await _unless_disconnected(request, state.sampler.sample(tenant(), call))
     except InvalidReference as exc:
         raise _refuse(exc) from None
     return SampleResponse(
@@ -158,3 +168,30 @@ def sample(
             for e in entries
         ],
     )
+
+
+async def _unless_disconnected(request: Request, work: Any) -> list[dict[str, Any]]:
+    """Await `work` (a coroutine), cancelling it if the client disconnects first; a request
+    abandoned that way is answered with nothing (an HTTPException nobody reads)."""
+    task: asyncio.Task[list[dict[str, Any]]] = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the server is stopping: so does the work
+        task.cancel()
+        raise
+    finally:
+        gone.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        log.info("puzzle sampling abandoned: the client disconnected")
+        raise HTTPException(status_code=_CLIENT_GONE, detail="client disconnected")
+    return task.result()
+
+
+async def _disconnected(request: Request) -> None:
+    """Return once the client has gone (the body was read before the route ran)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -12,7 +12,7 @@ from reward_specs import Spec
 from service.deps import StateDep, resolve_spec
 from service.fastjson import json_response
 from service.ingest import ScoreBody, decode_score_request, read_score_request
-from service.jobs import Job, Runner, TooManyJobs
+from service.jobs import Job, JobTooLarge, Runner, TooManyJobs
 from service.limits import KeyLease, Lease
 from service.schemas import (
     JobAccepted,
@@ -137,9 +137,14 @@ def job_runner_from(state: AppState, raw: bytes) -> Runner:
     summary="Start a scoring job",
     responses={
         **_REFUSALS,
+        413: {
+            "description": "The body exceeds `max_request_bytes`, or a job's request exceeds "
+            "`max_running_job_bytes`: split it."
+        },
         429: {
-            "description": "`max_jobs` jobs are running, or a per-key or byte limit is "
-            "reached (as for /v1/score); retry after `Retry-After` seconds."
+            "description": "`max_jobs` jobs are running, or their requests hold "
+            "`max_running_job_bytes`, or a per-key or byte limit is reached (as for "
+            "/v1/score); retry after `Retry-After` seconds."
         },
     },
     openapi_extra=_SCORE_REQUEST_BODY,
@@ -153,6 +158,8 @@ async def create_job(request: Request, state: StateDep, _: KeyLease) -> JobAccep
         job = await state.jobs.start(len(body.items), job_runner(state, body, spec, items), raw)
     except BaseException as exc:
         await items.release()
+        if isinstance(exc, JobTooLarge):
+            raise HTTPException(status_code=413, detail=str(exc)) from exc
         if isinstance(exc, TooManyJobs):
             headers = {"Retry-After": str(exc.retry_after_s)}
             raise HTTPException(status_code=429, detail=str(exc), headers=headers) from exc
@@ -170,7 +177,7 @@ async def get_job(job_id: str, state: StateDep) -> Response:
     job = await state.jobs.get(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
-    return json_response(job.view())
+    return Response(job.view_json(), media_type="application/json")
 
 
 @router.delete(
@@ -185,4 +192,4 @@ async def delete_job(job_id: str, state: StateDep) -> Response:
     job = await state.jobs.delete(job_id)
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
-    return json_response(job.view())
+    return Response(job.view_json(), media_type="application/json")

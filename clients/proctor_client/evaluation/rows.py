@@ -51,13 +51,16 @@ class Generation(BaseModel):
     task_family: str | None = Field(None, min_length=1, max_length=256)
     finish_reason: FinishReason | None = None
     response_tokens: int | None = Field(None, ge=0, strict=True)
+    prompt_tokens: int | None = Field(None, ge=0, strict=True, description="as the server counted")
     max_response_tokens: int | None = Field(None, gt=0, strict=True)
     decoding: dict[str, Any] | None = Field(
         None,
         description='{"requested": {...}, "effective": {...} | null} as the sampler recorded it '
         "(a flat dict of settings counts as requested)",
     )
-    prompt: str | None = Field(None, description="the question as the model saw it (for review)")
+    prompt: str | list[dict[str, Any]] | None = Field(
+        None, description="the question as the model saw it, text or chat turns (for review)"
+    )
     training_spec: str | None = Field(
         None, min_length=1, max_length=256, description="the reward spec the model trained on"
     )

@@ -26,7 +26,6 @@ from reward_specs.puzzles import (
     task_names,
 )
 from service.deps import StateDep, field_error
-from service.limits import KeyLease
 from service.sampling import SampleCall
 from service.tenancy import tenant
 
@@ -132,7 +131,6 @@ async def list_puzzles() -> PuzzleList:
 async def sample(
     request: Request,
     state: StateDep,
-    _: KeyLease,  # work a client asks for: it holds one of the key's request slots
     body: Annotated[SampleRequest | None, Body()] = None,
     task: str = Path(..., description="A task of GET /v1/puzzles"),
 ) -> SampleResponse:

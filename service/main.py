@@ -29,7 +29,7 @@ from service.jobs import FinishedLimits, JobStore
 from service.jobs_redis import RedisJobStore
 from service.limits import make_limits
 from service.limits_http import BodyBudget
-from service.loading import load_all_specs, load_registry
+from service.loading import LoadedSpecs, load_registry
 from service.logs import RequestIdMiddleware, client_gone
 from service.metrics import Metrics, StatusCounter
 from service.routes import health, openrlhf, puzzles, run, score
@@ -170,7 +170,8 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
     """Registry, specs and dispatcher for `settings` (the backend the settings pick, unless one
     is given); spec errors surface here, at start-up."""
     registry = load_registry(settings.registry)
-    specs = load_all_specs(registry, settings.spec_dirs)
+    loaded = LoadedSpecs(registry, settings.spec_dirs)
+    specs = loaded.under({})
     if settings.default_spec not in specs:
         raise SpecError(f"default spec {settings.default_spec!r} is not among {sorted(specs)}")
     # Before the dispatcher: a worker pool's fork-server preload, set when it is made, wins.
@@ -183,7 +184,7 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
     state = AppState(
         settings=settings,
         registry=registry,
-        specs=specs,
+        loaded=loaded,
         dispatcher=dispatcher,
         metrics=Metrics(
             dispatcher.stats, domains=[s.domain for s in registry], sampling=sampler.load

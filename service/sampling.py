@@ -116,8 +116,9 @@ class Sampler:
         self._threads = ThreadPoolExecutor(processes, thread_name_prefix="proctor-sample")
         self._mp = multiprocessing.get_context("forkserver")
         # Without a worker pool (queue mode) the fork server is the sampler's: children fork
-        # with the sampling code loaded. A pool made after this sets its own preload.
-        self._mp.set_forkserver_preload(["service.sampling"])
+        # with the sampling code and Reasoning Gym (which reward_specs imports at first use)
+        # loaded. A pool made after this sets its own preload, which warms Reasoning Gym too.
+        self._mp.set_forkserver_preload(["service.sampling", "reasoning_gym"])
 
     def load(self) -> tuple[int, int]:
         """(calls running in a child, calls waiting for one), for /metrics."""

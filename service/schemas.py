@@ -132,10 +132,16 @@ class SpecInfo(SpecSummary):
     description: str
     default: bool
     parameters: dict[str, Any]
+    domain_hashes: dict[str, str]
+    """Per domain, the hash of what can change its rewards (the code domain's includes the
+    sandbox environment's digest)."""
 
 
 class SpecsResponse(BaseModel):
     default: str
+    environments: dict[str, str]
+    """Domain -> the content digest of the environment it is scored in (the code sandbox's),
+    once known; these enter the hashes."""
     specs: list[SpecInfo]
 
 

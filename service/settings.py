@@ -188,6 +188,10 @@ class Settings(BaseSettings):
     Checked at admission: replicas admitting at the same moment may pass it by a batch each."""
     queue_chunk_size: int = Field(0, ge=0, le=4096)
     """Queue mode: items per RQ job; 0 picks one from the batch size and the live workers."""
+    code_environment: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    """Queue mode: the code sandbox's environment digest (`GET /v1/specs` `environments`, or a
+    worker's start-up log line) whose workers get the code chunks. None: the API adopts the
+    digest of the first live code workers it sees and keeps it while it runs."""
     worker_concurrency: int = Field(2, ge=1, le=256)
     """`proctor worker`: chunks one worker takes at a time (each spread over all its processes).
     Two let the next chunk start while one's last items finish; more leave a worker holding

@@ -8,6 +8,7 @@ from reward_specs import Registry, Spec
 from service.dispatch.base import Dispatcher
 from service.jobs import Jobs, JobStore
 from service.limits import KeyLimits
+from service.loading import LoadedSpecs
 from service.metrics import Metrics
 from service.runs import RunPool
 from service.sampling import Sampler
@@ -20,7 +21,7 @@ __all__ = ["AppState"]
 class AppState:
     settings: Settings
     registry: Registry
-    specs: dict[str, Spec]
+    loaded: LoadedSpecs
     dispatcher: Dispatcher
     metrics: Metrics
     limits: KeyLimits
@@ -29,3 +30,9 @@ class AppState:
     runs: RunPool
     """`POST /v1/run`'s pool (`service.runs`)."""
     jobs: Jobs = field(default_factory=JobStore)
+
+    @property
+    def specs(self) -> dict[str, Spec]:
+        """The specs by name, their hashes under the environments the dispatcher scores in
+        (`Dispatcher.environments`: the code sandbox's digest)."""
+        return self.loaded.under(self.dispatcher.environments())

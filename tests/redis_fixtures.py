@@ -232,16 +232,20 @@ def status_of(url: str) -> int | None:
 
 
 def serve_queue(
-    queue_url: str, log: Path, registry: str | None = TEST_REGISTRY
+    queue_url: str,
+    log: Path,
+    registry: str | None = TEST_REGISTRY,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
     """`proctor serve --queue` as a real process (the caller stops it) and its URL, once it
-    listens (it is ready only when a worker is)."""
+    listens (it is ready only when a worker is); `extra_env`: settings as variables."""
     port = free_port()
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "service.cli", "serve", "--queue", queue_url,
              "--port", str(port), "--spec-dir", str(TEST_SPECS), "--log-level", "warning"],
-            cwd=ROOT, env=proctor_env(registry), stdout=out, stderr=subprocess.STDOUT,
+            cwd=ROOT, env={**proctor_env(registry), **(extra_env or {})}, stdout=out,
+            stderr=subprocess.STDOUT,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     poll(lambda: status_of(url + "/healthz") == 200 or process.poll() is not None, timeout=120)

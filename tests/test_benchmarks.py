@@ -40,6 +40,7 @@ def _run(script: str) -> None:
         "client_overhead.py",
         "trainer_step.py",
         "eval_throughput.py",
+        "startup.py",
     ],
 )
 def test_short_benchmark_agrees_with_its_baseline(script: str) -> None:

@@ -79,6 +79,28 @@ def test_specs_lists_every_shipped_spec_with_its_hash() -> None:
     assert any("dapo-overlong" in line for line in lines)
 
 
+HEAVY = ("nltk", "reasoning_gym", "sympy", "math_verify", "pint", "fastapi", "uvicorn")
+"""Libraries that take seconds to import and that listing specs needs none of."""
+
+
+def test_specs_imports_no_verifier_library_and_no_web_stack() -> None:
+    # Listing and showing specs (registry, spec files, hashes with the libraries' versions)
+    # must load none of them: `proctor specs` is a quick command.
+    program = (
+        "import contextlib, io, sys\n"
+        "from service.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    codes = [main(['specs']), main(['specs', 'prorl-v1'])]\n"
+        f"heavy = sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))\n"
+        "print(codes, heavy, 'sha256:' in out.getvalue())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[0, 0] [] True", done.stdout
+
+
 def test_score_reads_standard_input_and_names_line_and_column(tmp_path: Path) -> None:
     lines = [
         json.dumps(

@@ -36,6 +36,9 @@ class InProcessDispatcher:
     def readiness(self) -> dict[str, bool]:
         return {"in_process": self.started}
 
+    def environments(self) -> dict[str, str]:
+        return {}
+
     def stats(self) -> DispatchStats:
         return DispatchStats(
             backend="fake", workers=1, ready_workers=1, extras={"scored": self.scored}

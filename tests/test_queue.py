@@ -269,7 +269,11 @@ def test_no_live_worker_is_a_503_after_queue_wait_s(redis_server: RedisServer) -
     try:
         ready = httpx.get(api.url + "/readyz")
         assert ready.status_code == 503
-        assert ready.json()["components"] == {"queue": True, "workers": False}
+        assert ready.json()["components"] == {
+            "queue": True,
+            "workers": False,
+            "code_environment": True,
+        }
         response = _post(api.url, [_sleep(0)])
         assert response.status_code == 503
         assert "no worker serving sleep" in response.json()["detail"]

@@ -18,14 +18,21 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
 from langdetect.lang_detect_exception import LangDetectException
-from nltk.tokenize import NLTKWordTokenizer
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 from punkt.data import load_module as _load_punkt_module
 
 from reward_specs.caches import Cache
+from reward_specs.lazy import lazy_import
+
+if TYPE_CHECKING:
+    import nltk.tokenize.destructive as nltk_treebank
+    import nltk.tokenize.punkt as nltk_punkt
+else:  # nltk is imported at first use (reward_specs.lazy)
+    nltk_treebank = lazy_import("nltk.tokenize.destructive")
+    nltk_punkt = lazy_import("nltk.tokenize.punkt")
 
 __all__ = [
     "LANGDETECT_SEED",
@@ -48,31 +55,34 @@ def count_words(text: str) -> int:
 
 
 @Cache("ifeval.sentence_tokenizer", 1)
-def sentence_tokenizer() -> PunktSentenceTokenizer:
+def sentence_tokenizer() -> nltk_punkt.PunktSentenceTokenizer:
     """nltk's Punkt tokenizer with the English `punkt_tab` parameters, built without any file."""
     model = _load_punkt_module("english")
-    params = PunktParameters()
+    params = nltk_punkt.PunktParameters()
     params.abbrev_types = set(model.ABBREV_TYPES)
     params.collocations = set(model.COLLOCATIONS)
     params.sent_starters = set(model.SENT_STARTERS)
     for typ, flags in model.ORTHO_CONTEXT.items():
         params.add_ortho_context(typ, flags)
-    return PunktSentenceTokenizer(params)
+    return nltk_punkt.PunktSentenceTokenizer(params)
 
 
 def count_sentences(text: str) -> int:
     return len(sentence_tokenizer().tokenize(text))
 
 
-_TREEBANK = NLTKWordTokenizer()
+@Cache("ifeval.word_tokenizer", 1)
+def _treebank() -> nltk_treebank.NLTKWordTokenizer:
+    return nltk_treebank.NLTKWordTokenizer()
 
 
 def word_tokenize(text: str) -> list[str]:
     """nltk's `word_tokenize(text)` (English, sentences split first), from offline data."""
+    treebank = _treebank()
     return [
         token
         for sentence in sentence_tokenizer().tokenize(text)
-        for token in _TREEBANK.tokenize(sentence)
+        for token in treebank.tokenize(sentence)
     ]
 
 

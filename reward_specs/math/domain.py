@@ -21,13 +21,9 @@ against math-verify.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-from math_verify.errors import TimeoutException
 from pydantic import ConfigDict, Field
-from sympy import And, FiniteSet, Interval, Union
-from sympy.core.relational import Equality, Relational
 
 from reward_specs import faults
 from reward_specs.caches import Cache
@@ -38,6 +34,7 @@ from reward_specs.extract import (
     final_sentence,
     stated_sentence,
 )
+from reward_specs.lazy import lazy_import
 from reward_specs.math.fast import parsed_verdict, string_verdict
 from reward_specs.math.rules import (
     Rule,
@@ -46,6 +43,13 @@ from reward_specs.math.rules import (
     normalise,
     precision_differs,
     question_units,
+)
+from reward_specs.math.verifier import (
+    boxed_latex,
+    math_verify_errors,
+    parse,
+    prose_extraction,
+    verify,
 )
 from reward_specs.scorer import (
     DomainConfig,
@@ -56,6 +60,11 @@ from reward_specs.scorer import (
     ScoreContext,
     Scorer,
 )
+
+if TYPE_CHECKING:
+    import sympy
+else:  # imported at first use (reward_specs.lazy)
+    sympy = lazy_import("sympy")
 
 __all__ = ["SCORER", "MathConfig", "MathReference", "equivalent", "math_answer_key"]
 
@@ -103,12 +112,9 @@ _fast_verdict = string_verdict
 """The fast path before parsing (`reward_specs/math/fast.py`)."""
 
 
-_LATEX = [LatexExtractionConfig(boxed_match_priority=0)]
-
-
 @Cache("math.gold_parses", 4096)
 def _parse_gold(gold: str, timeout_s: int) -> tuple[Any, ...]:
-    return tuple(parse("\\boxed{" + gold + "}", _LATEX, parsing_timeout=timeout_s))
+    return tuple(parse("\\boxed{" + gold + "}", boxed_latex(), parsing_timeout=timeout_s))
 
 
 def equivalent(
@@ -207,11 +213,11 @@ def _equivalent(
     try:
         predicted = parse(
             "\\boxed{" + answer + "}",
-            _LATEX,
+            boxed_latex(),
             parsing_timeout=config.parsing_timeout_s,
             raise_on_error=True,
         )
-    except TimeoutException:
+    except math_verify_errors.TimeoutException:
         return False, {"reason": "parse_timeout"}
     except Exception as exc:
         if faults.ours(exc, _verifier_works, (parse, verify)):
@@ -233,7 +239,7 @@ def _equivalent(
             as_set = (
                 relation_as_set
                 and not config.allow_set_relation_comp
-                and isinstance(g, (Interval, Union))
+                and isinstance(g, (sympy.Interval, sympy.Union))
                 and _is_inequality(p)
             )
             try:
@@ -248,7 +254,7 @@ def _equivalent(
                     raise_on_error=True,
                 ):
                     return True, {"path": "sympy", **({"relation_as_set": True} if as_set else {})}
-            except TimeoutException:
+            except math_verify_errors.TimeoutException:
                 timed_out = True
             except Exception as exc:
                 if faults.ours(exc, _verifier_works, (parse, verify)):
@@ -265,22 +271,23 @@ def _equivalent(
 def _verifier_works() -> bool:
     """The canary of `faults.ours`: math-verify, through this module's names, finds 1/2 in a box
     and judges it equal to 0.5."""
-    gold = parse("\\boxed{0.5}", _LATEX, raise_on_error=True)
-    answer = parse("\\boxed{\\frac{1}{2}}", _LATEX, raise_on_error=True)
+    gold = parse("\\boxed{0.5}", boxed_latex(), raise_on_error=True)
+    answer = parse("\\boxed{\\frac{1}{2}}", boxed_latex(), raise_on_error=True)
     return bool(verify(gold, answer, raise_on_error=True))
 
 
 def _is_inequality(expr: Any) -> bool:
     """An inequality, or a chain of them (`1 < x < 5`): what may match an interval. Not an
     equation: `x^2 = 4` restates a problem, it does not give the set {-2, 2}."""
-    if isinstance(expr, And):
+    if isinstance(expr, sympy.And):
         return all(_is_inequality(arg) for arg in expr.args)
-    return isinstance(expr, Relational) and not isinstance(expr, Equality)
+    return isinstance(expr, sympy.core.relational.Relational) and not isinstance(
+        expr, sympy.Equality
+    )
 
 
 # ---------------------------------------------------------------- which answer is judged
 
-_PROSE = [LatexExtractionConfig(), ExprExtractionConfig()]
 _PROSE_CHARS = 2000
 """How much of the sentence math-verify's extraction reads (as `final_sentence`'s limit)."""
 
@@ -292,8 +299,8 @@ def _prose_answer(text: str, timeout_s: int) -> str | None:
     if not sentence.strip():
         return None
     try:
-        found = parse(sentence, _PROSE, parsing_timeout=timeout_s, raise_on_error=True)
-    except TimeoutException:
+        found = parse(sentence, prose_extraction(), parsing_timeout=timeout_s, raise_on_error=True)
+    except math_verify_errors.TimeoutException:
         return None
     except Exception as exc:  # the prose holds no expression math-verify reads: no answer
         if faults.ours(exc, _verifier_works, (parse, verify)):
@@ -305,7 +312,7 @@ def _prose_answer(text: str, timeout_s: int) -> str | None:
 
 def _gold_is_a_list(gold: str, config: MathConfig) -> bool:
     parsed = _parse_gold(gold, config.parsing_timeout_s)
-    return bool(parsed) and isinstance(parsed[0], FiniteSet) and len(parsed[0]) > 1
+    return bool(parsed) and isinstance(parsed[0], sympy.FiniteSet) and len(parsed[0]) > 1
 
 
 def score_math(

@@ -25,15 +25,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from math_verify.errors import TimeoutException
-from math_verify.utils import timeout
-from sympy import E, Expr, Integer, Number, Rational, Symbol, expand, pi, preorder_traversal
-from sympy.core.add import Add
-from sympy.core.mul import Mul
-from sympy.core.power import Pow
-from sympy.polys.polyerrors import PolynomialError
+from reward_specs.lazy import lazy_import
+from reward_specs.math.verifier import math_verify_errors, math_verify_utils
+
+if TYPE_CHECKING:
+    import sympy
+else:  # imported at first use (reward_specs.lazy)
+    sympy = lazy_import("sympy")
 
 __all__ = ["parsed_verdict", "string_verdict"]
 
@@ -88,34 +88,33 @@ _MAX_EXPONENT = 12
 _NONZERO = 1e-6
 """A constant difference whose 15-digit value is this far from zero is not zero."""
 
-_LEAVES: tuple[type, ...] = (Integer, Rational, Symbol)
-_NODES: tuple[type, ...] = (Add, Mul, Pow)
-
 
 def _plain(expr: Any) -> bool:
     """A sum, product or power of integers, rationals, symbols, pi and e, of bounded size,
     integer powers of symbols only, and not itself a number or a symbol."""
-    if not isinstance(expr, Expr) or isinstance(expr, (Number, Symbol)):
+    if not isinstance(expr, sympy.Expr) or isinstance(expr, (sympy.Number, sympy.Symbol)):
         return False
-    if not isinstance(expr, _NODES):
+    if not isinstance(expr, (sympy.Add, sympy.Mul, sympy.Pow)):
         return False
-    for count, node in enumerate(preorder_traversal(expr)):
+    for count, node in enumerate(sympy.preorder_traversal(expr)):
         if count > _MAX_NODES:
             return False
-        if node is pi or node is E:
+        if node is sympy.pi or node is sympy.E:
             continue
-        if isinstance(node, Pow):
+        if isinstance(node, sympy.Pow):
             exponent = node.exp
-            if not isinstance(exponent, Rational) or abs(exponent.p) > _MAX_EXPONENT:
+            if not isinstance(exponent, sympy.Rational) or abs(exponent.p) > _MAX_EXPONENT:
                 return False
-            if node.base.free_symbols and not isinstance(exponent, Integer):
+            if node.base.free_symbols and not isinstance(exponent, sympy.Integer):
                 return False
-        elif not isinstance(node, _LEAVES + _NODES):
+        elif not isinstance(
+            node, (sympy.Integer, sympy.Rational, sympy.Symbol, sympy.Add, sympy.Mul, sympy.Pow)
+        ):
             return False
     return True
 
 
-def _differs(gold: Expr, answer: Expr, numeric_precision: int) -> bool | None:
+def _differs(gold: sympy.Expr, answer: sympy.Expr, numeric_precision: int) -> bool | None:
     if gold == answer:
         return None  # math-verify's first test: it says True
     difference = gold - answer
@@ -123,15 +122,15 @@ def _differs(gold: Expr, answer: Expr, numeric_precision: int) -> bool | None:
     if value == 0:
         return None  # math-verify's numeric test: it says True
     if not difference.free_symbols:
-        if isinstance(value, Number) and value.is_finite and abs(value) > _NONZERO:
+        if isinstance(value, sympy.Number) and value.is_finite and abs(value) > _NONZERO:
             return False
         return None
     if any(
-        isinstance(node, Pow) and node.base.free_symbols and node.exp < 0
-        for node in preorder_traversal(difference)
+        isinstance(node, sympy.Pow) and node.base.free_symbols and node.exp < 0
+        for node in sympy.preorder_traversal(difference)
     ):
         return None  # a rational function, not a polynomial: left to simplify
-    return bool(expand(difference) == 0)
+    return bool(sympy.expand(difference) == 0)
 
 
 def parsed_verdict(
@@ -146,9 +145,11 @@ def parsed_verdict(
     if g_text.strip() == a_text.strip() or not (_plain(g) and _plain(a)):
         return None
     try:
-        verdict: bool | None = timeout(timeout_seconds=timeout_s)(_differs)(g, a, numeric_precision)
-    except TimeoutException:
+        verdict: bool | None = math_verify_utils.timeout(timeout_seconds=timeout_s)(_differs)(
+            g, a, numeric_precision
+        )
+    except math_verify_errors.TimeoutException:
         return None
-    except (ArithmeticError, TypeError, ValueError, RecursionError, PolynomialError):
+    except (ArithmeticError, TypeError, ValueError, RecursionError, sympy.PolynomialError):
         return None  # math-verify meets the same difficulty and decides
     return verdict

@@ -34,15 +34,21 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
-
-from reasoning_gym.composite import CompositeConfig, DatasetSpec
-from reasoning_gym.dataset import ProceduralDataset
-from reasoning_gym.factory import DATASETS
+from typing import TYPE_CHECKING, Any
 
 from reward_specs.caches import Cache
 from reward_specs.canonical import canonical_text
+from reward_specs.lazy import lazy_import
 from reward_specs.scorer import InvalidReference
+
+if TYPE_CHECKING:
+    import reasoning_gym.composite as gym_composite
+    import reasoning_gym.dataset as gym_dataset
+    import reasoning_gym.factory as gym_factory
+else:  # imported at first use (reward_specs.lazy)
+    gym_composite = lazy_import("reasoning_gym.composite")
+    gym_dataset = lazy_import("reasoning_gym.dataset")
+    gym_factory = lazy_import("reasoning_gym.factory")
 
 __all__ = [
     "DATASET_CACHE_SIZE",
@@ -104,20 +110,20 @@ class TaskInfo:
 
 def task_names() -> list[str]:
     """Every dataset the installed reasoning-gym registers, sorted."""
-    return sorted(DATASETS)
+    return sorted(gym_factory.DATASETS)
 
 
 def uses_containment_credit(dataset: Any) -> bool:
     """Whether `dataset` scores with Reasoning Gym's default `score_answer`: 1 for the gold,
     len(gold)/len(answer) for an answer that contains it, else 0."""
-    return type(dataset).score_answer is ProceduralDataset.score_answer
+    return type(dataset).score_answer is gym_dataset.ProceduralDataset.score_answer
 
 
-def _require_task(task: str) -> tuple[type[ProceduralDataset], type[Any]]:
+def _require_task(task: str) -> tuple[type[gym_dataset.ProceduralDataset], type[Any]]:
     try:
-        dataset_cls, config_cls = DATASETS[task]
+        dataset_cls, config_cls = gym_factory.DATASETS[task]
     except KeyError:
-        near = difflib.get_close_matches(task, DATASETS, n=3)
+        near = difflib.get_close_matches(task, gym_factory.DATASETS, n=3)
         hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
         message = f"unknown puzzle task {task!r}{hint} (GET /v1/puzzles lists them)"
         raise InvalidReference(message, "unknown_task") from None
@@ -180,8 +186,14 @@ def canonical_config(config: Mapping[str, Any]) -> str:
 
 def _coerce_field(config_cls: type[Any], name: str, value: Any) -> Any:
     """JSON cannot carry dates, times or composite specs: rebuild them from their JSON form."""
-    if config_cls is CompositeConfig and name == "datasets" and isinstance(value, list):
-        return [DatasetSpec(**spec) if isinstance(spec, dict) else spec for spec in value]
+    if (
+        config_cls is gym_composite.CompositeConfig
+        and name == "datasets"
+        and isinstance(value, list)
+    ):
+        return [
+            gym_composite.DatasetSpec(**spec) if isinstance(spec, dict) else spec for spec in value
+        ]
     if not isinstance(value, str):
         return value
     field = next((f for f in dataclasses.fields(config_cls) if f.name == name), None)
@@ -202,7 +214,7 @@ def composite_part_config(config: Mapping[str, Any], task: str) -> dict[str, Any
     return {}
 
 
-def _build(task: str, config: Mapping[str, Any], seed: int | None) -> ProceduralDataset:
+def _build(task: str, config: Mapping[str, Any], seed: int | None) -> gym_dataset.ProceduralDataset:
     dataset_cls, config_cls = _require_task(task)
     if config.get("seed") is not None:
         raise InvalidReference(
@@ -221,11 +233,13 @@ def _build(task: str, config: Mapping[str, Any], seed: int | None) -> Procedural
 
 
 @Cache("puzzles.datasets", DATASET_CACHE_SIZE)
-def _dataset(task: str, config_json: str, seed: int | None) -> ProceduralDataset:
+def _dataset(task: str, config_json: str, seed: int | None) -> gym_dataset.ProceduralDataset:
     return _build(task, json.loads(config_json), seed)
 
 
-def scoring_dataset(task: str, config: Mapping[str, Any] | None = None) -> ProceduralDataset:
+def scoring_dataset(
+    task: str, config: Mapping[str, Any] | None = None
+) -> gym_dataset.ProceduralDataset:
     """A dataset instance whose `score_answer` judges entries of `task` under `config`.
 
     Some scorers read their instance's config (ARC's board format), so the config an entry was
@@ -235,7 +249,7 @@ def scoring_dataset(task: str, config: Mapping[str, Any] | None = None) -> Proce
 
 
 @Cache("puzzles.scoring_datasets", SCORING_CACHE_SIZE)
-def _scoring_dataset(task: str, config_json: str) -> ProceduralDataset:
+def _scoring_dataset(task: str, config_json: str) -> gym_dataset.ProceduralDataset:
     return _build(task, json.loads(config_json), 0)
 
 

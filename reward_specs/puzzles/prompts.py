@@ -10,14 +10,18 @@ task, so the prompt and the scorer cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reasoning_gym.utils import SYSTEM_PROMPTS
-
+from reward_specs.lazy import lazy_import
 from reward_specs.puzzles.answers import JSON_BLOCK
 from reward_specs.puzzles.bounds import check_sample_bounds
 from reward_specs.puzzles.domain import PuzzleConfig
 from reward_specs.puzzles.gym import sample_entries
+
+if TYPE_CHECKING:
+    import reasoning_gym.utils as gym_utils
+else:  # imported at first use (reward_specs.lazy)
+    gym_utils = lazy_import("reasoning_gym.utils")
 
 __all__ = ["sample_prompts", "system_prompt"]
 
@@ -33,7 +37,7 @@ def system_prompt(task: str, config: PuzzleConfig) -> str:
     """The system prompt for `task` under `config`: it asks for what the scorer reads."""
     if task in config.json_block_tasks:
         return _JSON_BLOCK_PROMPT
-    default: str = SYSTEM_PROMPTS["default"]
+    default: str = gym_utils.SYSTEM_PROMPTS["default"]
     tag = config.answer_tag
     return default.replace("<answer>", f"<{tag}>").replace("</answer>", f"</{tag}>")
 

@@ -23,19 +23,17 @@ import math
 import re
 import string
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import sympy
-from math_verify import LatexExtractionConfig, parse
-from math_verify.errors import TimeoutException
-from math_verify.utils import timeout
 from pydantic import ConfigDict, Field, field_validator
 
 from reward_specs import faults
 from reward_specs.caches import Cache
 from reward_specs.extract import BoxedFallback, answer_is, extract_answer, last_boxed
+from reward_specs.lazy import lazy_import
 from reward_specs.math.domain import MathConfig, equivalent
 from reward_specs.math.rules import Rule, gold_facts, normalise
+from reward_specs.math.verifier import boxed_latex, math_verify_errors, math_verify_utils, parse
 from reward_specs.scorer import (
     DomainConfig,
     Example,
@@ -49,6 +47,11 @@ from reward_specs.stem import choice_letters
 from reward_specs.stem.choice_letters import choice_text_in, norm
 from reward_specs.stem.numbers import parse_number
 from reward_specs.stem.units import compare_with_units
+
+if TYPE_CHECKING:
+    import sympy
+else:  # imported at first use (reward_specs.lazy)
+    sympy = lazy_import("sympy")
 
 __all__ = ["SCORER", "StemConfig", "StemReference", "parse_number"]
 
@@ -172,16 +175,14 @@ def _score_choice(text: str, reference: StemReference, careful: bool) -> Judgeme
 
 # ---------------------------------------------------------------- free form
 
-_LATEX = [LatexExtractionConfig(boxed_match_priority=0)]
-
 
 def _symbolic_value(answer: str, timeout_s: int) -> float | None:
     """The value of an answer that is a closed-form number (`\\sqrt{2}`, `\\pi/4`), else None."""
     try:
         parsed = parse(
-            "\\boxed{" + answer + "}", _LATEX, parsing_timeout=timeout_s, raise_on_error=True
+            "\\boxed{" + answer + "}", boxed_latex(), parsing_timeout=timeout_s, raise_on_error=True
         )
-    except TimeoutException:
+    except math_verify_errors.TimeoutException:
         return None
     except Exception as exc:  # unparsable: the caller falls back to math-verify's verdict
         if faults.ours(exc, _parser_works, parse):
@@ -191,7 +192,7 @@ def _symbolic_value(answer: str, timeout_s: int) -> float | None:
         if isinstance(expr, sympy.Expr) and expr.is_number:
             try:
                 value = _evaluate(expr, timeout_s)
-            except TimeoutException:
+            except math_verify_errors.TimeoutException:
                 return None
             if value is not None:
                 return value
@@ -200,7 +201,7 @@ def _symbolic_value(answer: str, timeout_s: int) -> float | None:
 
 def _parser_works() -> bool:
     """The canary of `faults.ours`: math-verify, through this module's name, reads sqrt(4) as 2."""
-    parsed = parse("\\boxed{\\sqrt{4}}", _LATEX, raise_on_error=True)
+    parsed = parse("\\boxed{\\sqrt{4}}", boxed_latex(), raise_on_error=True)
     return any(isinstance(e, sympy.Expr) and e == 2 for e in parsed)
 
 
@@ -213,7 +214,7 @@ def _evaluate(expr: sympy.Expr, timeout_s: int) -> float | None:
             return None
         return value.real
 
-    bounded: Callable[[], float | None] = timeout(timeout_seconds=timeout_s)(run)
+    bounded: Callable[[], float | None] = math_verify_utils.timeout(timeout_seconds=timeout_s)(run)
     try:
         result = bounded()
     except (TypeError, ValueError, ArithmeticError):

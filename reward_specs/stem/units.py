@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
-
-import pint
+from typing import TYPE_CHECKING, Any
 
 from reward_specs.caches import Cache
+from reward_specs.lazy import lazy_import
 from reward_specs.stem.numbers import parse_quantity
+
+if TYPE_CHECKING:
+    import pint
+else:  # imported at first use (reward_specs.lazy)
+    pint = lazy_import("pint")
 
 __all__ = ["UnitVerdict", "compare_with_units", "read_unit"]
 

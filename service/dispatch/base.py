@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from reward_specs import Item, Outcome, Spec
+from reward_specs import Item, Outcome, Registry, Spec
 
 __all__ = [
     "DispatchRefused",
@@ -21,6 +21,7 @@ __all__ = [
     "Overloaded",
     "Renumbered",
     "Unavailable",
+    "sandboxed_domains",
 ]
 
 
@@ -80,6 +81,11 @@ class Dispatcher(Protocol):
     def readiness(self) -> dict[str, bool]:
         """Component name -> ready, for /readyz."""
 
+    def environments(self) -> dict[str, str]:
+        """Domain -> the content digest of the environment its items are scored in (the code
+        sandbox's, `reward_specs.code.environment`), for the domains that have one, once known;
+        it enters those domains' spec hashes."""
+
     def stats(self) -> DispatchStats:
         """The snapshot /metrics exports (any thread, cheap)."""
 
@@ -94,6 +100,12 @@ class Dispatcher(Protocol):
         whatever part of the dispatcher has died. `on_done(position)` is called, from any
         thread, as each item gets its outcome (a job's progress). Raises `DispatchRefused`
         (only) when the batch cannot be taken or its results cannot be had at all."""
+
+
+def sandboxed_domains(registry: Registry) -> list[str]:
+    """The domains whose items run in the sandbox (scorers with `executor="thread"`): their
+    environment is the sandbox's, and its digest is part of their hash."""
+    return [s.domain for s in registry if s.executor == "thread"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
+from reward_specs.code.environment import environment_digest, probe_environment
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
-from service.dispatch.base import DispatchStats, Renumbered
+from service.dispatch.base import DispatchStats, Renumbered, sandboxed_domains
 from service.dispatch.costs import CostModel
 from service.dispatch.pool import WorkerPool
 from service.dispatch.threads import FairThreads
@@ -58,6 +59,7 @@ class LocalDispatcher:
         self._sandbox: SandboxBackend | None = None
         self._sandbox_error: str | None = None
         self._needs_sandbox = any(s.executor == "thread" for s in registry)
+        self._environments: dict[str, str] = {}
         # opened on first use: the code domain's checkers, never in a response's sandbox
         self._checkers = open_checker_backend(settings.sandbox)
         self._watchdog: asyncio.Task[None] | None = None
@@ -68,9 +70,28 @@ class LocalDispatcher:
         if self._needs_sandbox:
             try:
                 self._sandbox = await asyncio.to_thread(open_backend, self.settings.sandbox)
+                self._environments = await asyncio.to_thread(self._probe, self._sandbox)
             except SandboxError as exc:
                 self._sandbox_error = str(exc)
                 log.error("sandbox backend unavailable, code items will fail: %s", exc)
+                if self._sandbox is not None:
+                    await asyncio.to_thread(self._sandbox.close)
+                    self._sandbox = None
+
+    def _probe(self, sandbox: SandboxBackend) -> dict[str, str]:
+        """The sandbox's environment digest, for each domain that runs in it; says which
+        toolchains the sandbox lacks (`proctor serve` says so for `local` before it starts)."""
+        report = probe_environment(sandbox)
+        digest = environment_digest(report)
+        backend = self.settings.sandbox.backend
+        log.info("sandbox %s: code environment %s", backend, digest)
+        missing = sorted(tool for tool, version in report["tools"].items() if version is None)
+        if missing and backend != "local":
+            log.warning("the %s sandbox has no %s: those languages' items fail", backend, missing)
+        return {domain: digest for domain in sandboxed_domains(self.registry)}
+
+    def environments(self) -> dict[str, str]:
+        return self._environments
 
     async def _watch(self) -> None:
         while True:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import queue
 import signal
@@ -72,8 +71,7 @@ class WorkerPool:
         self.spec_dirs = tuple(spec_dirs)
         self.item_timeout_s = item_timeout_s
         self.memory_mb = memory_mb
-        self._mp = multiprocessing.get_context("forkserver")
-        self._mp.set_forkserver_preload(["service.dispatch.worker"])
+        self._mp = processes.fork_server_context()
         self._inbox: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self._wake_r, self._wake_w = self._mp.Pipe(duplex=False)
         self._workers: list[WorkerSlot] = []
@@ -88,12 +86,15 @@ class WorkerPool:
         self.stall_s = STALL_S
         self._crashes: deque[float] = deque()
         self._stopping = False
+        self._spawning = False
 
     # ------------------------------------------------------------------ public, any thread
 
     def start(self) -> None:
-        for _ in range(self.size):
-            self._workers.append(self._spawn())
+        """Start the fork server and the manager, and return: the manager spawns the workers
+        (`_top_up`), which are ready once they have warmed up (`ready`); batches submitted
+        meanwhile wait for them."""
+        processes.start_fork_server(self.registry_path, self.spec_dirs)
         self._start_manager(recovering=False)
 
     def heal(self) -> bool:
@@ -103,7 +104,8 @@ class WorkerPool:
             thread = self._thread
             if thread is None or self._stopping:
                 return False
-            stalled = time.monotonic() - self._beat > self.stall_s
+            # waiting for the fork server to fork (its warm-up, on a first spawn) is no stall
+            stalled = not self._spawning and time.monotonic() - self._beat > self.stall_s
             if thread.is_alive() and not stalled:
                 return False
             log.error(
@@ -190,7 +192,12 @@ class WorkerPool:
             self._wake_w.send_bytes(b"")
 
     def _spawn(self) -> WorkerSlot:
-        return processes.spawn(self._mp, self.registry_path, self.spec_dirs, self.memory_mb)
+        self._spawning = True
+        try:
+            return processes.spawn(self._mp, self.registry_path, self.spec_dirs, self.memory_mb)
+        finally:
+            self._spawning = False
+            self._beat = time.monotonic()
 
     def _run(self, generation: int, recovering: bool) -> None:
         """The manager: serves until stopped; after a crash of its own it recovers and goes on."""

@@ -19,13 +19,13 @@ from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
 from service.loading import load_all_specs, load_registry
 from service.runtime import limit_address_space, settle_heap
 
-__all__ = ["Task", "worker_main"]
+__all__ = ["Task", "warm_up", "worker_main"]
 
 Task = tuple[int, str, Item]
 """(position in the batch, spec name, item)."""
 
 
-def _warm_up(registry: Registry, specs: dict[str, Spec], ctx: ScoreContext) -> None:
+def warm_up(registry: Registry, specs: dict[str, Spec], ctx: ScoreContext) -> None:
     """Score each process scorer's examples once, so the first real items pay no import or
     grammar start-up cost (sympy, ANTLR, language models of the checkers)."""
     spec = next(iter(specs.values()), None)
@@ -58,7 +58,7 @@ def worker_main(
     registry = load_registry(registry_path)
     specs = load_all_specs(registry, spec_dirs)
     ctx = ScoreContext()
-    _warm_up(registry, specs, ctx)
+    warm_up(registry, specs, ctx)
     settle_heap()
     conn.send(("ready", os.getpid()))
     while True:

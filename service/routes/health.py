@@ -35,16 +35,19 @@ async def readyz(state: StateDep) -> JSONResponse:
 @router.get("/v1/specs", response_model=SpecsResponse, tags=["specs"], summary="Known reward specs")
 async def specs(state: StateDep) -> SpecsResponse:
     default = state.settings.default_spec
+    specs = state.specs
     return SpecsResponse(
         default=default,
+        environments=dict(next(iter(specs.values())).environments) if specs else {},
         specs=[
             SpecInfo(
                 **spec.summary(),
                 description=spec.description,
                 default=name == default,
                 parameters=spec.parameters(),
+                domain_hashes=dict(spec.domain_hashes),
             )
-            for name, spec in sorted(state.specs.items())
+            for name, spec in sorted(specs.items())
         ],
     )
 

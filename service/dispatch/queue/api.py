@@ -8,6 +8,13 @@ answered here (`invalid`, as the engine answers them): they have no queue.
 
 A monitor task keeps a snapshot of Redis's reachability, the live workers per domain and the
 queue depths, for readiness, metrics and routing; admission reads Redis itself.
+
+Code chunks go only to workers whose sandbox has the API's code environment (its content
+digest, `reward_specs.code.environment`, which is in the code domain's spec hash): they go on
+that digest's queue (`wire.queue_name`), which only such workers take from. The digest is
+`settings.code_environment` if set, else the one the first live code workers report (the most
+of them), kept for the process's life. A live code worker with another digest gets no code
+chunk; `/readyz` says `code_environment: false` while there is one.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ import logging
 import math
 import re
 import secrets
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,7 +35,13 @@ from dataclasses import dataclass, field
 from rq import Queue
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
-from service.dispatch.base import DispatchStats, Overloaded, Renumbered, Unavailable
+from service.dispatch.base import (
+    DispatchStats,
+    Overloaded,
+    Renumbered,
+    Unavailable,
+    sandboxed_domains,
+)
 from service.dispatch.queue import wire
 from service.dispatch.queue.batch import BatchRun, Counters, chunk_size
 from service.dispatch.queue.grants import Grants
@@ -60,14 +75,36 @@ class _View:
     """Live worker -> what it last said of itself."""
     depth: dict[str, int] = field(default_factory=dict)
     """Domain -> chunks waiting in its queue."""
+    sandboxed: frozenset[str] = frozenset()
+    """The domains whose items run in a sandbox."""
+    expected: dict[str, str] = field(default_factory=dict)
+    """Sandboxed domain -> the environment digest its workers must have (once known)."""
+
+    def serves(self, report: wire.WorkerReport, domain: str) -> bool:
+        """Whether a worker takes `domain`'s chunks: it serves the domain, and for a sandboxed
+        one its environment is the expected one."""
+        if domain not in report.domains:
+            return False
+        if domain not in self.sandboxed:
+            return True
+        expected = self.expected.get(domain)
+        return expected is not None and report.environment(domain) == expected
 
     def alive(self, domain: str) -> int:
-        return sum(domain in report.domains for report in self.workers.values())
+        return sum(self.serves(r, domain) for r in self.workers.values())
 
     def slots(self, domain: str) -> tuple[int, int]:
         """(RQ loops of the live workers serving `domain`, those workers)."""
-        serving = [r for r in self.workers.values() if domain in r.domains]
+        serving = [r for r in self.workers.values() if self.serves(r, domain)]
         return sum(max(1, r.loops) for r in serving), len(serving)
+
+    def strangers(self, domain: str) -> dict[str, str | None]:
+        """Live workers of `domain` whose environment is not the expected one -> theirs."""
+        return {
+            name: r.environment(domain)
+            for name, r in self.workers.items()
+            if domain in r.domains and r.environment(domain) != self.expected.get(domain)
+        }
 
     def total(self, count: str) -> int:
         return sum(getattr(report, count) for report in self.workers.values())
@@ -85,7 +122,12 @@ class QueueDispatcher:
         self._queues = {
             s.domain: Queue(wire.queue_name(s.domain), connection=self.client) for s in registry
         }
-        self._view = _View()
+        self._sandboxed = frozenset(sandboxed_domains(registry))
+        pinned = settings.code_environment
+        self._expected = {d: pinned for d in self._sandboxed} if pinned else {}
+        self._strangers_seen: set[tuple[str, str | None]] = set()
+        self._adopting = threading.Lock()
+        self._view = _View(sandboxed=self._sandboxed, expected=self._expected)
         self._threads = ThreadPoolExecutor(MAX_BATCH_THREADS, thread_name_prefix="proctor-queue")
         self._monitor: asyncio.Task[None] | None = None
         self._batches: set[BatchRun] = set()
@@ -107,9 +149,46 @@ class QueueDispatcher:
 
     def _refresh(self) -> None:
         try:
-            self._view = _View(True, None, self._live_workers(), self._depths())
+            workers = self._live_workers()
+            self._adopt(workers)
+            view = _View(True, None, workers, self._depths(), self._sandboxed, self._expected)
         except wire.REDIS_ERRORS as exc:
-            self._view = _View(False, f"{type(exc).__name__}: {exc}")
+            view = _View(
+                False, f"{type(exc).__name__}: {exc}", {}, {}, self._sandboxed, self._expected
+            )
+        self._view = view
+        self._warn_of_strangers(view)
+
+    def _adopt(self, workers: dict[str, wire.WorkerReport]) -> None:
+        """With no `code_environment` set: take, for each sandboxed domain not yet known, the
+        environment most of its live workers report (then the first in order), for good."""
+        with self._adopting:  # the monitor and the batch threads' admissions alike
+            for domain in sorted(self._sandboxed - self._expected.keys()):
+                reported = [r.environment(domain) for r in workers.values() if domain in r.domains]
+                seen = Counter(digest for digest in reported if digest is not None)
+                if seen:
+                    digest = min(seen, key=lambda d: (-seen[d], d))
+                    self._expected = {**self._expected, domain: digest}
+                    log.info("%s environment %s, as its live workers report", domain, digest)
+
+    def _warn_of_strangers(self, view: _View) -> None:
+        """Log once while it is live a worker whose environment is not the one expected: it
+        gets no chunks of that domain."""
+        live: set[tuple[str, str | None]] = set()
+        for domain in sorted(self._sandboxed):
+            for name, digest in view.strangers(domain).items():
+                live.add((name, digest))
+                if (name, digest) not in self._strangers_seen:
+                    log.warning(
+                        "worker %s has %s environment %s, this API expects %s: it gets no %s "
+                        "chunks", name, domain, digest, view.expected.get(domain), domain,
+                    )  # fmt: skip
+        if view.reachable:
+            self._strangers_seen = live
+
+    def _queue_of(self, domain: str) -> str:
+        """The RQ queue of `domain`'s chunks: for a sandboxed domain, its environment's."""
+        return wire.queue_name(domain, self._expected.get(domain))
 
     def _live_workers(self) -> dict[str, wire.WorkerReport]:
         """Live worker -> its report; forgets the workers that are gone."""
@@ -129,8 +208,8 @@ class QueueDispatcher:
 
     def _depths(self) -> dict[str, int]:
         with self.client.pipeline(transaction=False) as pipe:
-            for queue in self._queues.values():
-                pipe.llen(queue.key)
+            for domain in self._queues:
+                pipe.llen(Queue.redis_queue_namespace_prefix + self._queue_of(domain))
             counts = pipe.execute()
         return dict(zip(self._queues, counts, strict=True))
 
@@ -145,8 +224,17 @@ class QueueDispatcher:
         self.client.close()
 
     def readiness(self) -> dict[str, bool]:
+        """`queue` and `workers`; per sandboxed domain, `<domain>_environment`: false while a
+        live worker of it has another environment than the one expected (none has it, or the
+        workers disagree)."""
         view = self._view
-        return {"queue": view.reachable, "workers": view.reachable and bool(view.workers)}
+        ready = {"queue": view.reachable, "workers": view.reachable and bool(view.workers)}
+        for domain in sorted(self._sandboxed):
+            ready[f"{domain}_environment"] = not view.strangers(domain)
+        return ready
+
+    def environments(self) -> dict[str, str]:
+        return self._expected
 
     def stats(self) -> DispatchStats:
         """Processes, restarts, timeouts and poison items are summed over the live workers'
@@ -210,6 +298,7 @@ class QueueDispatcher:
                 grants=self.grants,
                 on_done=None if on_done is None else Renumbered(on_done, queued),
                 tenant=tenant(),
+                queue_of=self._queue_of,
             )
             loop = asyncio.get_running_loop()
             self._batches.add(batch)
@@ -255,15 +344,17 @@ class QueueDispatcher:
             )
             while True:
                 live = self._live_workers()
-                missing = [d for d in domains if not any(d in r.domains for r in live.values())]
+                self._adopt(live)
+                view = _View(True, None, live, {}, self._sandboxed, self._expected)
+                missing = [d for d in domains if not view.alive(d)]
                 if batch.cancelled.is_set():
                     return
                 if not missing:
                     break
                 if time.monotonic() >= give_up:
                     raise Unavailable(
-                        f"no worker serving {', '.join(missing)} is alive on the queue at "
-                        f"{self.url} (waited {self.settings.queue_wait_s:g}s); start "
+                        f"no worker serving {self._named(missing, view)} is alive on the queue "
+                        f"at {self.url} (waited {self.settings.queue_wait_s:g}s); start "
                         "`proctor worker --queue URL` for these domains",
                         retry_after_s=max(1, math.ceil(self.settings.queue_wait_s)),
                     )
@@ -274,6 +365,22 @@ class QueueDispatcher:
             raise Unavailable(
                 f"the queue at {self.url} is unreachable ({type(exc).__name__}: {exc})"
             ) from exc
+
+    def _named(self, domains: list[str], view: _View) -> str:
+        """`domains`, each sandboxed one with the environment its workers must have and the
+        count of live workers that have another."""
+        named = []
+        for domain in domains:
+            strangers = len(view.strangers(domain))
+            if domain in self._sandboxed and strangers:
+                expected = view.expected.get(domain)
+                named.append(
+                    f"{domain} in the environment {expected} ({strangers} live worker(s) of "
+                    "another environment get no chunks of it)"
+                )
+            else:
+                named.append(domain)
+        return ", ".join(named)
 
     def _waiting_items(self, now: float) -> int:
         """Items of batches waiting for results (any API replica) at `now` (Redis's clock);

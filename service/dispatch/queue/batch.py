@@ -111,11 +111,14 @@ class BatchRun:
         grants: Grants,
         on_done: Callable[[int], None] | None = None,
         tenant: str = "",
+        queue_of: Callable[[str], str] = wire.queue_name,
     ) -> None:
         """`items` are the batch's items (all of domains that have a queue), `deadline` a
         `time.monotonic()` instant; `chunk_items(domain, n)` is the job size for `n` items of a
-        domain, `alive(domain)` how many live workers serve it."""
+        domain, `alive(domain)` how many live workers serve it, `queue_of(domain)` the RQ
+        queue its chunks go on (a sandboxed domain's: its environment's)."""
         self.client = client
+        self.queue_of = queue_of
         self.batch_id = batch_id
         self.log_extra = {"request_id": request_id()}
         """The request this batch serves, named on its log lines (they come from other threads)."""
@@ -277,7 +280,7 @@ class BatchRun:
             )
             by_queue.setdefault(chunk.domain, []).append(data)
         for domain, datas in by_queue.items():
-            queue = Queue(wire.queue_name(domain), connection=self.client)
+            queue = Queue(self.queue_of(domain), connection=self.client)
             with self.client.pipeline() as pipe:
                 queue.enqueue_many(datas, pipeline=pipe)
                 pipe.execute()

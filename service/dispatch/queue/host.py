@@ -11,7 +11,9 @@ the job records and the registries (`rq info` shows these workers).
 A chunk is claimed in Redis when it starts and leased while it is scored (`wire`): a worker that
 is killed, stopped or cut off stops refreshing its leases, and the API re-runs its chunks within
 seconds, without waiting for RQ's heartbeat expiry. The worker says it is alive (and which
-domains it serves) only while its pool is ready. It survives Redis restarts: RQ's loops reconnect
+domains it serves, and its sandbox's environment digest) only while its pool is ready; it takes
+code chunks from its digest's queue only, so an API sends them only to workers that score them
+in the environment its code hash names. It survives Redis restarts: RQ's loops reconnect
 (one that gives up is started again), and so do the lease and liveness beats.
 """
 
@@ -111,6 +113,7 @@ class WorkerHost:
             raise ValueError(f"unknown domains {unknown}; this registry has {known}")
         self.domains = chosen
         self.registry = Registry([s for s in registry if s.domain in chosen])
+        self._full_registry = registry
         self.name = f"{socket.gethostname()}-{os.getpid()}"
         self.client = wire.connect(settings.queue_url)
         self.dispatcher = LocalDispatcher(settings, self.registry)
@@ -118,12 +121,19 @@ class WorkerHost:
         self._leases: set[str] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self.environments: dict[str, str] = {}
+        """Sandboxed domain -> its sandbox's environment digest, once started."""
 
     def start(self) -> None:
         threading.Thread(
             target=self._loop.run_forever, name="proctor-host-loop", daemon=True
         ).start()
         asyncio.run_coroutine_threadsafe(self.dispatcher.start(), self._loop).result()
+        self.environments = self.dispatcher.environments()
+        if self.environments:  # the hashes its outcomes are scored under, as the API's
+            self.specs = load_all_specs(
+                self._full_registry, self.settings.spec_dirs, self.environments
+            )
         threading.Thread(target=self._beat, name="proctor-host-beat", daemon=True).start()
 
     def stop(self) -> None:
@@ -160,7 +170,9 @@ class WorkerHost:
                         if ready:
                             stats = self.dispatcher.stats()
                             loops = self.settings.worker_concurrency
-                            report = wire.WorkerReport.of(tuple(self.domains), stats, loops)
+                            report = wire.WorkerReport.of(
+                                tuple(self.domains), stats, loops, self.environments
+                            )
                             pipe.set(key, report.encode(), px=_ms(wire.ALIVE_TTL_S))
                             pipe.sadd(wire.WORKERS_KEY, self.name)
                         else:
@@ -250,7 +262,10 @@ def run_worker(settings: Settings, domains: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, loops.request_stop)
     signal.signal(signal.SIGINT, loops.request_stop)
     url = wire.redacted(settings.queue_url or "")
-    log.info("worker %s serving %s on %s", host.name, host.domains, url)
+    log.info(
+        "worker %s serving %s on %s%s", host.name, host.domains, url,
+        "".join(f", {d} environment {e}" for d, e in sorted(host.environments.items())),
+    )  # fmt: skip
     try:
         loops.serve()
         loops.join(settings.shutdown_grace_s)
@@ -265,7 +280,10 @@ class _Loops:
 
     def __init__(self, host: WorkerHost, n: int) -> None:
         self.host = host
-        self.queues = [Queue(wire.queue_name(d), connection=host.client) for d in host.domains]
+        self.queues = [
+            Queue(wire.queue_name(d, host.environments.get(d)), connection=host.client)
+            for d in host.domains
+        ]
         self.stop = threading.Event()
         self.workers: list[ChunkWorker | None] = [None] * n
         self.threads: list[threading.Thread | None] = [None] * n

@@ -1,12 +1,13 @@
 """What the API side and the workers of queue mode share: Redis key names, timings, the job
 function's name and how to connect. Every default of queue mode is here (as rq's `defaults.py`).
 
-Keys (all under `proctor:`), besides RQ's own (`rq:queue:proctor-<domain>`, jobs, registries):
+Keys (all under `proctor:`), besides RQ's own (`rq:queue:proctor-<domain>`, and
+`rq:queue:proctor-code@<digest>` for code, one per environment; jobs, registries):
 
-- `proctor:alive:<worker>`: a worker's `WorkerReport` (the domains it serves, its pool's
-  counts), while it is alive and warm (expires `ALIVE_TTL_S` after its last refresh), and
-  `proctor:workers`, the set of workers that have said so (the API side drops those whose key
-  has expired);
+- `proctor:alive:<worker>`: a worker's `WorkerReport` (the domains it serves, its sandbox's
+  environment digest, its pool's counts), while it is alive and warm (expires `ALIVE_TTL_S`
+  after its last refresh), and `proctor:workers`, the set of workers that have said so (the
+  API side drops those whose key has expired);
 - `proctor:claim:<job>`: the worker that took a chunk's job (kept until the batch is over);
 - `proctor:lease:<job>`: held while that worker scores the chunk (expires `LEASE_TTL_S` after its
   last refresh): a claim without a lease is a chunk whose worker is gone;
@@ -92,9 +93,21 @@ class WorkerReport:
     sandbox_replacements: int = 0
     loops: int = 0
     """RQ loops the worker runs (chunks it scores at once); 0 from a worker that does not say."""
+    environments: tuple[tuple[str, str], ...] = ()
+    """(domain, environment digest) of its sandboxed domains: it takes their chunks from the
+    queues of those digests only (`queue_name`)."""
+
+    def environment(self, domain: str) -> str | None:
+        return dict(self.environments).get(domain)
 
     @classmethod
-    def of(cls, domains: tuple[str, ...], stats: DispatchStats, loops: int = 0) -> WorkerReport:
+    def of(
+        cls,
+        domains: tuple[str, ...],
+        stats: DispatchStats,
+        loops: int = 0,
+        environments: dict[str, str] | None = None,
+    ) -> WorkerReport:
         return cls(
             domains,
             stats.workers,
@@ -105,6 +118,7 @@ class WorkerReport:
             int(stats.extras.get("sandboxes", 0)),
             int(stats.extras.get("sandbox_replacements", 0)),
             loops,
+            tuple(sorted((environments or {}).items())),
         )
 
     def encode(self) -> str:
@@ -118,14 +132,21 @@ class WorkerReport:
             counts = {k: int(value.get(k, 0)) for k in ("processes", "ready_processes",
                       "restarts", "timeouts", "poison_items", "sandboxes",
                       "sandbox_replacements", "loops")}  # fmt: skip
-            return cls(tuple(str(d) for d in value["domains"]), **counts)
+            environments = tuple(sorted((str(d), str(e)) for d, e in
+                                        value.get("environments", ())))  # fmt: skip
+            return cls(tuple(str(d) for d in value["domains"]), **counts,
+                       environments=environments)  # fmt: skip
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 
 
-def queue_name(domain: str) -> str:
-    """The RQ queue of a domain's chunks (one queue per domain, so workers can pick domains)."""
-    return f"proctor-{domain}"
+def queue_name(domain: str, environment: str | None = None) -> str:
+    """The RQ queue of a domain's chunks (one queue per domain, so workers can pick domains);
+    a sandboxed domain's chunks go on one queue per environment digest, so that only workers
+    whose sandbox has that digest take them."""
+    if environment is None:
+        return f"proctor-{domain}"
+    return f"proctor-{domain}@{environment}"
 
 
 def alive_key(worker: str) -> str:

@@ -1,0 +1,47 @@
+"""The worker pool's fork server warms up here, once, before it forks any worker.
+
+multiprocessing's fork server offers one hook, the modules it imports before forking (its
+`preload`), so this module's import is the warm-up: it loads the registry and spec directories
+the pool put in `WARM_ENV` (`processes.start_fork_server`, around the server's start) and scores
+every process scorer's examples as each worker does (importing the verifier libraries, building
+their grammars and language data). Every worker forked afterwards shares that state
+copy-on-write; its own warm-up (`worker.warm_up`, which still decides when it is ready) then
+finds it done, and it tunes its own heap (`settle_heap`): the fork server leaves the collector as
+it is for the other children it forks (puzzle sampling). Only the fork server imports this
+module; outside one started that way (no `WARM_ENV`), the import does nothing.
+
+The fork server must survive whatever happens here: a registry that fails to load or an example
+that raises is logged and left to the workers, which report it as they always have.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from reward_specs import ScoreContext
+from service.dispatch.processes import WARM_ENV
+from service.dispatch.worker import warm_up
+from service.loading import load_all_specs, load_registry
+
+__all__: list[str] = []
+
+log = logging.getLogger(__name__)
+
+
+def _warm_from_environment() -> None:
+    raw = os.environ.pop(WARM_ENV, None)  # the workers forked from here need not see it
+    if raw is None:
+        return
+    try:
+        wanted = json.loads(raw)
+        registry = load_registry(wanted["registry"])
+        specs = load_all_specs(registry, [Path(d) for d in wanted["spec_dirs"]])
+        warm_up(registry, specs, ScoreContext())
+    except Exception:  # the fork server must live on: each worker warms (and fails) itself
+        log.exception("the worker pool's fork server could not warm up")
+
+
+_warm_from_environment()

@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
-import re
 
 from fastapi import HTTPException, Request
 
+from service.logs import RedactQuerySecrets
 from service.settings import Settings
 from service.tenancy import set_tenant, tenant_of_key
 
@@ -27,27 +27,15 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Routes that never need a key: orchestrators' probes carry none."""
 QUERY_KEY_PATHS = frozenset({"/v1/openrlhf"})
 """Routes whose callers cannot send a header (OpenRLHF posts to a bare URL): the key may come as
-the `api_key` query parameter instead."""
-
-
-_KEY_IN_QUERY = re.compile(r"(\bapi_key=)[^&\s\"]+")
-
-
-class _RedactQueryKeys(logging.Filter):
-    """Replaces the value of an `api_key` query parameter in a log record's arguments."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple):
-            record.args = tuple(
-                _KEY_IN_QUERY.sub(r"\1REDACTED", a) if isinstance(a, str) else a
-                for a in record.args
-            )
-        return True
+the `api_key` query parameter instead, as URL-decoded (`api%5Fkey` is `api_key`), and only
+there: on any other route a key in the URL authenticates nothing. Every log line has such a
+value redacted, whatever its spelling (`service.logs.redact_query_secrets`)."""
 
 
 def redact_access_log() -> None:
-    """Keep keys sent in URLs (`QUERY_KEY_PATHS`) out of uvicorn's access log."""
-    logging.getLogger("uvicorn.access").addFilter(_RedactQueryKeys())
+    """Keep keys sent in URLs (`QUERY_KEY_PATHS`), however spelt, out of uvicorn's access log
+    (`configure_logging` redacts every line its handler writes as well)."""
+    logging.getLogger("uvicorn.access").addFilter(RedactQuerySecrets())
 
 
 class ExposureError(ValueError):

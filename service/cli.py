@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import service.dispatch.queue.host as queue_host
     import service.fastjson as fastjson
     import service.ingest as ingest
+    import service.limits_http as limits_http
     import service.main as app_factory
     import service.scoring as scoring
     from service.state import AppState
@@ -45,6 +46,7 @@ else:
     queue_host = lazy_import("service.dispatch.queue.host")
     fastjson = lazy_import("service.fastjson")
     ingest = lazy_import("service.ingest")
+    limits_http = lazy_import("service.limits_http")
     app_factory = lazy_import("service.main")
     scoring = lazy_import("service.scoring")
 
@@ -103,6 +105,10 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_config=None,  # our handler (configure_logging), for uvicorn's lines too
         timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
+        http=limits_http.header_limited_http(
+            settings.max_header_bytes
+        ),  # 431 past it (service.limits_http)
+        h11_max_incomplete_event_size=settings.max_header_bytes,
     )
     return 0
 

@@ -10,7 +10,7 @@ from reward_specs import Spec
 from service.ingest import ScoreBody
 from service.state import AppState
 
-__all__ = ["StateDep", "field_error", "resolve_spec"]
+__all__ = ["StateDep", "check_item_count", "field_error", "resolve_spec", "spec_named"]
 
 
 async def _state(request: Request) -> AppState:
@@ -30,18 +30,25 @@ def field_error(loc: list[str | int], message: str, kind: str, status: int = 422
 
 def resolve_spec(state: AppState, body: ScoreBody) -> Spec:
     """The request's spec, after the request-wide checks (unknown spec, too many items)."""
-    name = state.settings.default_spec if body.spec is None else body.spec
+    spec = spec_named(state, body.spec, ["body", "spec"])
+    check_item_count(state, len(body.items), ["body", "items"])
+    return spec
+
+
+def spec_named(state: AppState, name: str | None, loc: list[str | int]) -> Spec:
+    """The spec `name` (the server's default for None), or the 422 naming `loc`."""
+    name = state.settings.default_spec if name is None else name
     spec = state.specs.get(name)
     if spec is None:
         known = ", ".join(sorted(state.specs))
-        field_error(
-            ["body", "spec"], f"unknown spec {name!r}; this server knows: {known}", "unknown_spec"
-        )
-    limit = state.settings.max_items_per_request
-    if len(body.items) > limit:
-        field_error(
-            ["body", "items"],
-            f"{len(body.items)} items; this server accepts at most {limit} per request",
-            "too_many_items",
-        )
+        field_error(loc, f"unknown spec {name!r}; this server knows: {known}", "unknown_spec")
     return spec
+
+
+def check_item_count(state: AppState, count: int, loc: list[str | int]) -> None:
+    """422 naming `loc` past `max_items_per_request`, for every route that scores items."""
+    limit = state.settings.max_items_per_request
+    if count > limit:
+        field_error(
+            loc, f"{count} items; this server accepts at most {limit} per request", "too_many_items"
+        )

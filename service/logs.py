@@ -13,13 +13,25 @@ import contextvars
 import json
 import logging
 import re
+import urllib.parse
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RequestIdMiddleware", "configure_logging", "request_id"]
+__all__ = [
+    "RedactQuerySecrets",
+    "RequestIdMiddleware",
+    "client_gone",
+    "configure_logging",
+    "redact_query_secrets",
+    "request_id",
+]
+
+log = logging.getLogger(__name__)
 
 _REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "proctor_request_id", default=None
@@ -58,6 +70,52 @@ class RequestIdMiddleware:
             _REQUEST_ID.reset(token)
 
 
+async def client_gone(request: Request, exc: Exception) -> Response:
+    """A client that went away before its body was read (or whose body was cut off by a limit):
+    one INFO line, no traceback, since it is nothing of ours; the 499 goes nowhere."""
+    log.info(
+        "client disconnected before its request was read: %s %s", request.method, request.url.path
+    )
+    return Response(status_code=499)
+
+
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;?\s\"']+)=([^&;\s\"']*)")
+SECRET_PARAMS = frozenset({"apikey", "key", "token", "accesstoken", "password", "secret"})
+"""Query parameters whose values never reach a log, by name decoded and folded
+(`api_key`, `API-Key`, `api%5Fkey` and `apikey` are all `apikey`)."""
+
+
+def _folded(name: str) -> str:
+    decoded = urllib.parse.unquote_plus(name)
+    return "".join(c for c in decoded.casefold() if c.isalnum())
+
+
+def redact_query_secrets(text: str) -> str:
+    """`text` with the value of each secret query parameter (`SECRET_PARAMS`) replaced."""
+    if "=" not in text:
+        return text
+
+    def hide(match: re.Match[str]) -> str:
+        if _folded(match[2]) in SECRET_PARAMS:
+            return f"{match[1]}{match[2]}=REDACTED"
+        return match[0]
+
+    return _QUERY_PARAM.sub(hide, text)
+
+
+class RedactQuerySecrets(logging.Filter):
+    """Keeps keys sent in URLs out of every log line (uvicorn's access log names the URL)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                redact_query_secrets(a) if isinstance(a, str) else a for a in record.args
+            )
+        elif isinstance(record.msg, str) and not record.args:
+            record.msg = redact_query_secrets(record.msg)
+        return True
+
+
 class _WithRequestId(logging.Filter):
     """Sets `record.request_id` from the context unless the call gave one (`extra=`)."""
 
@@ -90,6 +148,7 @@ def configure_logging(level: str, fmt: str) -> None:
     `log_config=None` so that it adds none of its own)."""
     handler = logging.StreamHandler()
     handler.addFilter(_WithRequestId())
+    handler.addFilter(RedactQuerySecrets())
     handler.setFormatter(
         JsonFormatter() if fmt == "json" else logging.Formatter(_TEXT)
     )  # see Settings.log_format

@@ -16,17 +16,21 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import SpecError
 from service.auth import ApiKeyAuth
 from service.dispatch import Dispatcher, DispatchRefused, make_dispatcher
+from service.errors import error_body
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import FinishedLimits, JobStore
 from service.jobs_redis import RedisJobStore
+from service.limits import make_limits
+from service.limits_http import BodyBudget
 from service.loading import LoadedSpecs, load_registry
-from service.logs import RequestIdMiddleware
+from service.logs import RequestIdMiddleware, client_gone
 from service.metrics import Metrics, StatusCounter
 from service.routes import health, openrlhf, puzzles, run, score
 from service.routes.docs import mount_docs
@@ -113,37 +117,6 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-ERROR_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    413: "request_too_large",
-    422: "invalid_request",
-    429: "too_many_requests",
-    500: "internal_error",
-    503: "unavailable",
-}
-"""`error.code` of an error body whose route names no code of its own, by HTTP status."""
-
-
-def error_body(status: int, detail: Any, code: str | None = None) -> dict[str, Any]:
-    """Every error's body (docs/api.md, "Errors"): `detail` as each route has always given it,
-    and `error: {code, message}`, one shape for every route."""
-    if isinstance(detail, dict) and isinstance(detail.get("code"), str):
-        error = {"code": detail["code"], "message": str(detail.get("message", ""))}
-    else:
-        if isinstance(detail, list):  # a 422's `{loc, msg, type}` entries
-            parts = [f"{'.'.join(map(str, d['loc']))}: {d['msg']}" for d in detail[:5]]
-            message = "; ".join(parts) + ("; ..." if len(detail) > 5 else "")
-        else:
-            message = str(detail)
-        error = {"code": code or ERROR_CODES.get(status, f"http_{status}"), "message": message}
-    return {"detail": detail, "error": error}
-
-
 async def _http_error(request: Request, exc: Exception) -> Response:
     """FastAPI answers a body it cannot decode (not UTF-8) with a bare 400; the contract says a
     request that is not JSON is a 422 naming the body. A 405 names every allowed method."""
@@ -219,6 +192,7 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
         sampler=sampler,
         jobs=JobStore(settings.max_jobs, finished, settings.max_running_job_bytes),
         runs=RunPool(settings),
+        limits=make_limits(settings),
     )
     if settings.queue_url is not None:  # jobs in Redis: any replica answers for any job
         state.jobs = RedisJobStore(
@@ -274,6 +248,7 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await announcer
             await state.jobs.close()
+            await state.limits.close()
             await state.dispatcher.stop()
             state.sampler.close()
             await asyncio.to_thread(state.runs.close)
@@ -291,6 +266,7 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(DispatchRefused, _refused)
+    app.add_exception_handler(ClientDisconnect, client_gone)
     app.add_exception_handler(Exception, _internal_error)
     app.include_router(score.router)
     app.include_router(health.router)
@@ -298,6 +274,7 @@ def create_app(
     app.include_router(openrlhf.router)
     app.include_router(run.router)
     mount_docs(app)
+    app.add_middleware(BodyBudget, budget=settings.max_inflight_request_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(StatusCounter, metrics=state.metrics)
     app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request names it

@@ -145,6 +145,11 @@ class SpecsResponse(BaseModel):
     specs: list[SpecInfo]
 
 
+class InFlight(BaseModel):
+    requests: int
+    items: int
+
+
 class RunLimitsInfo(BaseModel):
     """`POST /v1/run`'s bounds (`Settings.run`): a request may ask for less, never more."""
 
@@ -164,6 +169,12 @@ class LimitsInfo(BaseModel):
     request_deadline_s: float
     item_timeout_s: float
     max_jobs: int
+    max_inflight_requests_per_key: int
+    max_inflight_items_per_key: int
+    max_inflight_request_bytes: int
+    max_header_bytes: int
+    in_flight: InFlight
+    """What the caller's API key has in flight now (requests, and items of requests and jobs)."""
     run: RunLimitsInfo
 
 

@@ -125,6 +125,21 @@ class Settings(BaseSettings):
     being read: a response must not escape its zero by running long."""
     max_request_bytes: int = Field(256 * 1024 * 1024, ge=1024)
     """Whole request body; a larger one is refused with 413 before it is parsed."""
+    max_inflight_request_bytes: int = Field(512 * 1024 * 1024, ge=1024)
+    """Request body bytes this API process reads and holds at once, across all requests (a
+    body counts from its first byte until its response is sent); a request past it is refused
+    with 429 and `Retry-After`, so concurrent large bodies cannot exhaust the process's memory.
+    At least `max_request_bytes`, so that one largest body is always taken."""
+    max_header_bytes: int = Field(64 * 1024, ge=4096, le=16 * 1024 * 1024)
+    """`proctor serve`: bytes of a request's line and headers together; more is refused with
+    431 before the rest is read."""
+    max_inflight_requests_per_key: int = Field(256, ge=1)
+    """Requests of one API key being served at once (across API replicas in queue mode); one
+    more is refused with 429 and `Retry-After`, and other keys are not affected."""
+    max_inflight_items_per_key: int = Field(65536, ge=1)
+    """Items of one API key being scored at once, requests' and running jobs' (across API
+    replicas in queue mode); a request that would pass it is refused with 429 and
+    `Retry-After`. At least `max_items_per_request`, so that one full request is always taken."""
     max_reference_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=HARD_MAX_DEPTH)
     """Levels of arrays and objects a reference or `meta` may nest; a deeper one makes its item
     `invalid`. At most 200, so that whatever walks a value later stays far from Python's
@@ -192,6 +207,14 @@ class Settings(BaseSettings):
         if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("queue_url must be a redis://, rediss:// or unix:// URL")
         return value
+
+    @model_validator(mode="after")
+    def _a_full_request_fits(self) -> Settings:
+        if self.max_inflight_items_per_key < self.max_items_per_request:
+            raise ValueError("max_inflight_items_per_key must be at least max_items_per_request")
+        if self.max_inflight_request_bytes < self.max_request_bytes:
+            raise ValueError("max_inflight_request_bytes must be at least max_request_bytes")
+        return self
 
     @model_validator(mode="after")
     def _deadline_covers_an_item(self) -> Settings:

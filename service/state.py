@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from reward_specs import Registry, Spec
 from service.dispatch.base import Dispatcher
 from service.jobs import Jobs, JobStore
+from service.limits import KeyLimits
 from service.loading import LoadedSpecs
 from service.metrics import Metrics
 from service.runs import RunPool
@@ -23,6 +24,8 @@ class AppState:
     loaded: LoadedSpecs
     dispatcher: Dispatcher
     metrics: Metrics
+    limits: KeyLimits
+    """Per-key requests and items in flight (`service.limits`)."""
     sampler: Sampler
     runs: RunPool
     """`POST /v1/run`'s pool (`service.runs`)."""

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.deps import StateDep
-from service.schemas import LimitsInfo, RunLimitsInfo, SpecInfo, SpecsResponse
+from service.schemas import InFlight, LimitsInfo, RunLimitsInfo, SpecInfo, SpecsResponse
 
 router = APIRouter()
 
@@ -62,6 +62,11 @@ async def limits(state: StateDep) -> LimitsInfo:
         request_deadline_s=s.request_deadline_s,
         item_timeout_s=s.item_timeout_s,
         max_jobs=s.max_jobs,
+        max_inflight_requests_per_key=s.max_inflight_requests_per_key,
+        max_inflight_items_per_key=s.max_inflight_items_per_key,
+        max_inflight_request_bytes=s.max_inflight_request_bytes,
+        max_header_bytes=s.max_header_bytes,
+        in_flight=InFlight(**vars(await state.limits.usage())),
         run=RunLimitsInfo(**s.run.model_dump(exclude={"pool_size", "max_processes"})),
     )
 

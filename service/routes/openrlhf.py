@@ -23,8 +23,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from service.deps import StateDep, field_error
+from service.deps import StateDep, check_item_count, field_error, spec_named
 from service.ingest import ScoreBody
+from service.limits import KeyLease
 from service.routes.score import score_body
 from service.schemas import ScoreItem, ScoreResult
 
@@ -135,19 +136,24 @@ def _judged(value: float | None) -> float:
     response_model=OpenRLHFResponse,
     summary="Score in OpenRLHF's remote reward protocol",
     responses={
-        422: {"description": "A malformed request, or an unusable label or reference."},
+        422: {
+            "description": "A malformed request (more than `max_items_per_request` items, an "
+            "unknown spec), or an unusable label or reference."
+        },
+        429: {"description": "A per-key or byte limit, as for /v1/score; retry."},
         503: {"description": "An item could not be judged now; retry."},
     },
 )
 async def openrlhf(
     body: OpenRLHFRequest,
     state: StateDep,
+    lease: KeyLease,
     domain: Annotated[str, Query(min_length=1, max_length=64)] = "math",
     spec: str | None = None,
 ) -> OpenRLHFResponse:
-    chosen = state.specs.get(spec or state.settings.default_spec)
-    if chosen is None:
-        field_error(["query", "spec"], f"unknown spec {spec!r}", "unknown_spec")
+    chosen = spec_named(state, spec, ["query", "spec"])
+    check_item_count(state, len(body.query), ["body", "query"])
+    await lease.take_items(len(body.query))
     items = []
     for index, (query, prompt, label) in enumerate(
         zip(body.query, body.prompts, body.labels, strict=True)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reward_specs.code.extract import Language
 from service.deps import StateDep, field_error
+from service.limits import KeyLease
 from service.runs import RunBounds, RunStatus, run_request, source_file
 from service.schemas import ErrorInfo
 from service.settings import Settings
@@ -115,7 +116,7 @@ def _encoded(body: RunBody, settings: Settings) -> tuple[bytes, bytes, dict[str,
     "naming the field; a failure of ours is `infra_error`.",
     responses={422: {"description": "A malformed request: `detail[].loc` names the field."}},
 )
-async def run(body: RunBody, state: StateDep) -> RunResponse:
+async def run(body: RunBody, state: StateDep, _: KeyLease) -> RunResponse:
     settings = state.settings
     bounds = _bounds(body, settings)
     source, stdin, files = _encoded(body, settings)

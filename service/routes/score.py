@@ -13,6 +13,7 @@ from service.deps import StateDep, resolve_spec
 from service.fastjson import json_response
 from service.ingest import ScoreBody, decode_score_request, read_score_request
 from service.jobs import Job, JobTooLarge, Runner, TooManyJobs
+from service.limits import KeyLease, Lease
 from service.schemas import (
     JobAccepted,
     JobStatus,
@@ -75,8 +76,10 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
     413: {"description": "The request body exceeds `max_request_bytes` (see /v1/limits)."},
     422: {"description": "A malformed request: `detail[].loc` names the offending field."},
     429: {
-        "description": "Queue mode: `max_queue_depth` items wait already; retry after "
-        "`Retry-After` seconds. Nothing was scored."
+        "description": "The API key has `max_inflight_requests_per_key` requests or "
+        "`max_inflight_items_per_key` items in flight, the service holds "
+        "`max_inflight_request_bytes` of request bodies, or (queue mode) `max_queue_depth` items "
+        "wait already; retry after `Retry-After` seconds. Nothing was scored."
     },
     503: {
         "description": "Queue mode: no live worker for a domain of the batch, or the queue "
@@ -94,22 +97,29 @@ _REFUSALS: dict[int | str, dict[str, Any]] = {
     "naming the field; an unusable item is an `invalid` result and the rest is scored.",
     openapi_extra=_SCORE_REQUEST_BODY,
 )
-async def score(request: Request, state: StateDep) -> Response:
+async def score(request: Request, state: StateDep, lease: KeyLease) -> Response:
     body = await read_score_request(request)
     spec = resolve_spec(state, body)
+    await lease.take_items(len(body.items))
     return json_response(await score_body(state, spec, body, "score"))
 
 
-def job_runner(state: AppState, body: ScoreBody, spec: Spec) -> Runner:
-    """What a job of `body` runs: its items scored in parts, each under one request deadline."""
+def job_runner(state: AppState, body: ScoreBody, spec: Spec, lease: Lease | None = None) -> Runner:
+    """What a job of `body` runs: its items scored in parts, each under one request deadline.
+    `lease` holds the job's items against its key's limit until it ends (a job taken over from
+    another replica has none: its own lapsed with that replica)."""
 
     async def run(job: Job) -> ScoreResponse:
-        results: list[ScoreResult] = []
-        for start in range(0, len(body.items), _JOB_SLICE):
-            part = slice(start, start + _JOB_SLICE)
-            scored = await score_body(state, spec, body, "job", part, job.advance)
-            results.extend(scored.results)
-        return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)
+        try:
+            results: list[ScoreResult] = []
+            for start in range(0, len(body.items), _JOB_SLICE):
+                part = slice(start, start + _JOB_SLICE)
+                scored = await score_body(state, spec, body, "job", part, job.advance)
+                results.extend(scored.results)
+            return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)
+        finally:
+            if lease is not None:
+                await lease.release()
 
     return run
 
@@ -133,22 +143,27 @@ def job_runner_from(state: AppState, raw: bytes) -> Runner:
         },
         429: {
             "description": "`max_jobs` jobs are running, or their requests hold "
-            "`max_running_job_bytes`; retry after `Retry-After` seconds."
+            "`max_running_job_bytes`, or a per-key or byte limit is reached (as for "
+            "/v1/score); retry after `Retry-After` seconds."
         },
     },
     openapi_extra=_SCORE_REQUEST_BODY,
 )
-async def create_job(request: Request, state: StateDep) -> JobAccepted:
+async def create_job(request: Request, state: StateDep, _: KeyLease) -> JobAccepted:
     raw = await request.body()
     body = decode_score_request(raw)
     spec = resolve_spec(state, body)
+    items = await state.limits.lease(items=len(body.items))  # held while the job runs
     try:
-        job = await state.jobs.start(len(body.items), job_runner(state, body, spec), raw)
-    except JobTooLarge as exc:
-        raise HTTPException(status_code=413, detail=str(exc)) from exc
-    except TooManyJobs as exc:
-        headers = {"Retry-After": str(exc.retry_after_s)}
-        raise HTTPException(status_code=429, detail=str(exc), headers=headers) from exc
+        job = await state.jobs.start(len(body.items), job_runner(state, body, spec, items), raw)
+    except BaseException as exc:
+        await items.release()
+        if isinstance(exc, JobTooLarge):
+            raise HTTPException(status_code=413, detail=str(exc)) from exc
+        if isinstance(exc, TooManyJobs):
+            headers = {"Retry-After": str(exc.retry_after_s)}
+            raise HTTPException(status_code=429, detail=str(exc), headers=headers) from exc
+        raise
     return JobAccepted(job_id=job.id)
 
 

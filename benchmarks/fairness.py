@@ -12,6 +12,9 @@ and then (ab) and (a) again (ABBA, so a drift of the machine's load falls on bot
 Reports B's p50 and p99 latency alone and beside A, and A's items/s alone and beside B. Targets on
 this 2-core machine: B's p99 beside A under 2 s; A's throughput beside B within 10% of alone.
 
+`--b-split`: B's requests alternate between the math item alone and the code item alone, and
+the latencies are reported by kind as well (where a slow answer waited).
+
 Exits non-zero if any of B's answers is not `ok` with score 1, or any of A's items is not `ok`.
 `--short` (or PROCTOR_SHORT=1): 1,024 items, one (a) and one (ab), B alone for 5 s.
 """
@@ -39,11 +42,12 @@ KEY_B = "bench-client-b-0123456789"
 B_TIMEOUT_S = 120
 
 
-def b_request(k: int) -> list[dict[str, Any]]:
-    """B's `k`-th request: a math item and a code item, both right, distinct from every other."""
+def b_request(k: int, split: bool) -> list[dict[str, Any]]:
+    """B's `k`-th request: a math item and a code item, both right, distinct from every other;
+    with `split`, the math item alone for an even `k` and the code item alone for an odd one."""
     code = f"```python\n# request {k}\nn = int(input())\nprint(n * 2)\n```"
     tests = {"stdio": [{"input": f"{k}\n", "output": f"{2 * k}\n"}]}
-    return [
+    both = [
         {
             "domain": "math",
             "response": f"So $\\boxed{{{k + 7}}}$.",
@@ -51,6 +55,7 @@ def b_request(k: int) -> list[dict[str, Any]]:
         },
         {"domain": "code", "response": code, "reference": {"language": "python", "tests": tests}},
     ]
+    return both[k % 2 : k % 2 + 1] if split else both
 
 
 @dataclass
@@ -58,7 +63,9 @@ class ClientB:
     """Sends a request a second from a thread of its own until stopped; records each latency."""
 
     url: str
-    latencies: list[float] = field(default_factory=list)
+    split: bool = False
+    latencies: list[tuple[str, float]] = field(default_factory=list)
+    """(the domains the request held, seconds to its answer)."""
     wrong: list[str] = field(default_factory=list)
     sent: int = 0
     """Requests sent so far, counted from the first one's number (each number is fresh items)."""
@@ -77,13 +84,15 @@ class ClientB:
 
     def _one(self, client: httpx.Client, k: int) -> None:
         started = time.perf_counter()
-        reply = client.post(self.url + "/v1/score", json={"items": b_request(k)})
-        self.latencies.append(time.perf_counter() - started)
+        items = b_request(k, self.split)
+        reply = client.post(self.url + "/v1/score", json={"items": items})
+        kind = "+".join(i["domain"] for i in items)
+        self.latencies.append((kind, time.perf_counter() - started))
         if reply.status_code != 200:
             self.wrong.append(f"request {k}: {reply.status_code} {reply.text[:200]}")
             return
         got = [(r["status"], r["score"]) for r in reply.json()["results"]]
-        if got != [("ok", 1.0), ("ok", 1.0)]:
+        if got != [("ok", 1.0)] * len(items):
             self.wrong.append(f"request {k}: {got}")
 
 
@@ -97,8 +106,8 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def b_alone(url: str, seconds: float, seed: int) -> ClientB:
-    b = ClientB(url, sent=seed * 100_000)  # B's items never repeat across phases
+def b_alone(url: str, seconds: float, seed: int, split: bool) -> ClientB:
+    b = ClientB(url, split=split, sent=seed * 100_000)  # B's items never repeat across phases
     stop = threading.Event()
     timer = threading.Timer(seconds, stop.set)
     timer.start()
@@ -106,13 +115,15 @@ def b_alone(url: str, seconds: float, seed: int) -> ClientB:
     return b
 
 
-def a_batch(url: str, body: str, with_b: int | None) -> tuple[list[Any], float, ClientB | None]:
+def a_batch(
+    url: str, body: str, with_b: int | None, split: bool
+) -> tuple[list[Any], float, ClientB | None]:
     """A's batch, alone or with B sending (its requests numbered from `with_b`)."""
     headers = _auth(KEY_A)
     if with_b is None:
         results, took = timed_score(url, body, headers)
         return results, took, None
-    b = ClientB(url, sent=with_b)
+    b = ClientB(url, split=split, sent=with_b)
     stop = threading.Event()
     thread = threading.Thread(target=b.run_until, args=(stop,))
     thread.start()
@@ -129,6 +140,9 @@ def main() -> int:
     parser.add_argument("--short", action="store_true", help="1,024 items, one pair (CI)")
     parser.add_argument("--items", type=int, default=None)
     parser.add_argument("--b-seconds", type=float, default=None)
+    parser.add_argument(
+        "--b-split", action="store_true", help="B sends math and code in alternate requests"
+    )
     args = parser.parse_args()
     short = args.short or os.environ.get("PROCTOR_SHORT") == "1"
     n = args.items or (1024 if short else 16_384)
@@ -139,14 +153,15 @@ def main() -> int:
     env = {"PROCTOR_API_KEYS": f"{KEY_A},{KEY_B}"}
     alone_a: list[float] = []
     beside_a: list[float] = []
-    b_beside: list[float] = []
+    b_beside: list[tuple[str, float]] = []
     failures: list[str] = []
     with proctor_server(env) as url:
         timed_score(url, json.dumps({"items": mixed_batch(256, seed=999)}), _auth(KEY_A))
-        b = b_alone(url, b_seconds, seed=9)
+        b = b_alone(url, b_seconds, seed=9, split=args.b_split)
         failures += b.wrong
         for body, with_b in zip(bodies, order, strict=True):
-            results, took, beside = a_batch(url, body, None if with_b is None else with_b * 100_000)
+            first_b = None if with_b is None else with_b * 100_000
+            results, took, beside = a_batch(url, body, first_b, args.b_split)
             not_ok = sum(r["status"] != "ok" for r in results)
             if not_ok:
                 failures.append(f"A: {not_ok} items not ok")
@@ -164,15 +179,21 @@ def main() -> int:
 
 
 def report(
-    b_alone: list[float], b_beside: list[float], a_alone: list[float], a_beside: list[float]
+    b_alone: list[tuple[str, float]],
+    b_beside: list[tuple[str, float]],
+    a_alone: list[float],
+    a_beside: list[float],
 ) -> None:
-    for label, values in (("alone", b_alone), ("beside A", b_beside)):
-        p50, p99 = percentile(values, 50), percentile(values, 99)
-        print(
-            f"B {label:<8}: p50 {p50 * 1000:7.0f} ms, p99 {p99 * 1000:7.0f} ms, "
-            f"max {max(values) * 1000:7.0f} ms over {len(values)} requests"
-        )
-    p99 = percentile(b_beside, 99)
+    for label, timed in (("alone", b_alone), ("beside A", b_beside)):
+        kinds = sorted({kind for kind, _ in timed})
+        for kind in ["all", *kinds] if len(kinds) > 1 else kinds:
+            values = [t for k, t in timed if kind in ("all", k)]
+            p50, p99 = percentile(values, 50), percentile(values, 99)
+            print(
+                f"B {label:<8} {kind:<12}: p50 {p50 * 1000:7.0f} ms, p99 {p99 * 1000:7.0f} ms, "
+                f"max {max(values) * 1000:7.0f} ms over {len(values)} requests"
+            )
+    p99 = percentile([t for _, t in b_beside], 99)
     print(f"B's p99 beside A: {p99:.2f} s (target under 2 s): {'met' if p99 < 2 else 'missed'}")
     ratio = statistics.mean(a_beside) / statistics.mean(a_alone)
     print(

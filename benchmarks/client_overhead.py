@@ -9,7 +9,9 @@ against TRL's in-process math-verify reward, in one run.
           from a settled collector (`gc.collect()` first, untimed): a full collection walks the
           whole heap of the caller, which here is small enough for one every few calls (a
           trainer's is not); the same rounds with the collector's state carried over, and how
-          many collections each call set off, are printed beside.
+          many collections each call set off, are printed beside, and so is this process's
+          CPU time per settled call on each side (the client's own cost, which the machine's
+          load moves far less than it moves the wall time).
   (2) one GRPO step of 256 prompts x 16 completions, as TRL calls its rewards: (c) Proctor's
       async reward function awaited on TRL's reward event loop (`trl.trainer.utils`), (d)
       `trl.rewards.accuracy_reward`, math-verify in the trainer's own thread, which is what TRL
@@ -59,15 +61,22 @@ class Collections:
         self.counts = [0, 0, 0]
 
 
+CPU: dict[str, list[float]] = {"a": [], "b": []}
+"""This process's CPU seconds per settled call, by side: the client's own cost, which the
+machine's load moves far less than the wall time."""
+
+
 def direct(url: str, items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     results, _ = timed_score(url, json.dumps({"items": items}))
+    CPU["a"].append(time.process_time() - cpu)
     return results, time.perf_counter() - started
 
 
 def through_sdk(client: ProctorClient, items: list[dict[str, Any]]) -> tuple[list[Any], float]:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     results = client.score(items)
+    CPU["b"].append(time.process_time() - cpu)
     return results, time.perf_counter() - started
 
 
@@ -143,6 +152,7 @@ def main() -> int:
     n, groups = (512, 32) if short else (4096, 256)
     rounds = args.rounds or (1 if short else 5)
     logging.getLogger("math_verify").setLevel(logging.ERROR)
+    print(f"load average at start: {os.getloadavg()}")
 
     items = [
         {"domain": "math", "response": c.response, "reference": {"answer": c.gold}}
@@ -156,6 +166,8 @@ def main() -> int:
     with proctor_server() as url, ProctorClient(url) as client:
         reference, _ = direct(url, items)
         through_sdk(client, items)
+        CPU["a"].clear()
+        CPU["b"].clear()
         for settle in (True,) * rounds + (False,) * rounds:
             collections.reset(settle)
             results_a, took = direct(url, items)
@@ -175,12 +187,18 @@ def main() -> int:
                 failures += 1
         rewards_c, step_c = trl_async_call(url, golds, completions)
 
+    print(f"load average after (1): {os.getloadavg()}")
     rewards_d, step_d = trl_in_process(golds, completions)
     a, b = statistics.median(times[True, "a"]), statistics.median(times[True, "b"])
     print(f"(1) {n} math items, median of {rounds} rounds, each call from a settled collector")
     print(f"(a) one POST /v1/score (http.client):  {n / a:8.1f} items/s  ({a * 1000:.0f} ms)")
     print(f"(b) ProctorClient.score():             {n / b:8.1f} items/s  ({b * 1000:.0f} ms)")
     print(f"SDK overhead (b)/(a) - 1: {100 * (b / a - 1):+.1f}% (target under 5%)")
+    cpu_a, cpu_b = (statistics.median(CPU[m][:rounds]) for m in "ab")
+    print(
+        f"client CPU per settled call: (a) {cpu_a * 1000:.0f} ms, (b) {cpu_b * 1000:.0f} ms, "
+        f"{100 * (cpu_b / cpu_a - 1):+.1f}%"
+    )
     carried_a, carried_b = (statistics.median(times[False, m]) for m in "ab")
     print(
         f"collector carried over: (a) {carried_a * 1000:.0f} ms, (b) {carried_b * 1000:.0f} ms, "

@@ -1,42 +1,55 @@
-"""Queue mode against the embedded default, and one queue worker against two, in one run.
+"""Queue mode's scale-out with 1, 2 and 4 `proctor worker`s on CPU quotas, and the embedded
+default on the same quota, in one run.
 
-The same mixed batch (math, code, puzzles, IFEval in ProRL's proportions without STEM; 4,096
-items; fresh items each round, so no verdict memo helps) is scored through
-  (a) the embedded default, `proctor serve --workers 1`, pinned to one core (`taskset`);
-  (b) queue mode: `proctor serve --queue` and `redis-server` on another core, one
-      `proctor worker --workers 1` pinned to the first;
-  (c) as (b) with a second worker pinned to a core of its own.
-Targets: (b) at least 0.9x (a), so the queue costs under 10%; (c) at least 1.8x (b). Prints
-items/s, the ratios, the queue's cost per item in microseconds, the CPU time Redis and the API
-spent per item, and a paper estimate of the worker cores one 256 x 16 GRPO step needs (from
-each domain's time per item on one core, measured on a batch of that domain alone in (a)).
+Each worker (its pool process, sandbox supervisors and whatever they fork) runs in a CPU cgroup
+of its own limited to `--quota` of a core (0.25 by default), so that four workers take one of
+this machine's two cores and the API, Redis and the client keep the other: the workers' scaling
+is measured, not the machine's. The same mixed batches (math, code, puzzles, IFEval in ProRL's
+proportions without STEM; 2,048 items; fresh items each round, math answers all distinct, so no
+verdict memo helps) are scored through
+  (e) the embedded default, `proctor serve --workers 1`, its scoring processes in one group on
+      the quota (the API process outside it);
+  (1), (2), (4) `proctor serve --queue` and `redis-server`, with that many `proctor worker
+      --workers 1`, each in its own group on the quota (fresh workers for each count).
+Before the timed rounds, each run scores 512 items per worker untimed, off the quota (a fresh
+worker's caches fill on first use, once per worker).
+Targets: (2)/(1) and (4)/(2) at least 1.8, (1)/(e) at least 0.9. For every run it prints where
+the time went: the workers' CPU per item and how much of their quota they used (the rest is
+time spent waiting for a chunk: a batch's start, its end, the hand-offs), and the CPU per item
+of the API, Redis and the client; and from those the ceiling, as items/s per worker core and the
+worker count at which the API or Redis would saturate a core.
 
-Needs `redis-server` and `taskset` (util-linux) and at least two cores; with fewer than three,
-the API and Redis share a core with (c)'s second worker (said in the output). Exits non-zero if
-the three runs disagree on any verdict or an item is not `ok`. `--short` (or PROCTOR_SHORT=1):
-512 items, one round.
+Needs root, cgroup v1 (`cpu` and `cpuacct`) or v2 (`cpu`), and `redis-server`; the groups are
+removed on exit. Exits non-zero if any run's verdicts differ from another's or an item is not
+`ok`. `--short` (or PROCTOR_SHORT=1): 256 items, one round; without cgroups it runs unquoted and
+says so (its verdicts are still compared).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import math
 import os
 import random
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import redis
+from _cgroups import CpuGroup, CpuGroups, Unsupported, descendants
 from _served import timed_score
 from code_throughput import _item as code_item
 from code_throughput import make_responses
@@ -47,8 +60,9 @@ from puzzle_throughput import make_cases as puzzle_cases
 ROOT = Path(__file__).resolve().parents[1]
 MIX = {"math": 40, "code": 24, "puzzle": 37, "ifeval": 10}
 """ProRL's training mix (thousands of prompts, section 3), STEM left out as the issue asks."""
-PRORL_STEP = {"math": 40, "code": 24, "stem": 25, "puzzle": 37, "ifeval": 10}
-TICK = os.sysconf("SC_CLK_TCK")
+COUNTS = (1, 2, 4)
+TARGET = 1.8
+WARM_ITEMS = 512
 
 
 def mixed_batch(n: int, seed: int) -> list[dict[str, Any]]:
@@ -76,26 +90,23 @@ def _free_port() -> int:
         return port
 
 
-def _cpu_s(pid: int) -> float:
-    """CPU seconds of a process and its children still alive (utime + stime)."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(entry) == pid or int(fields[1]) == pid:
-            total += int(fields[11]) + int(fields[12])
-    return total / TICK
+def _proctor(*args: str) -> list[str]:
+    return [sys.executable, "-m", "service.cli", *args, "--log-level", "warning"]
+
+
+ENV = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 @contextmanager
-def _process(argv: list[str], core: int | None, env: dict[str, str]) -> Iterator[int]:
-    pinned = ["taskset", "-c", str(core), *argv] if core is not None else argv
-    process = subprocess.Popen(pinned, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+def _process(argv: list[str], group: CpuGroup | None) -> Iterator[int]:
+    """`argv` running (in `group` from its start), stopped on exit."""
+    process = subprocess.Popen(
+        argv,
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        preexec_fn=group.join_self if group is not None else None,
+    )
     try:
         yield process.pid
     finally:
@@ -107,129 +118,274 @@ def _process(argv: list[str], core: int | None, env: dict[str, str]) -> Iterator
             process.wait()
 
 
-def _wait_ready(url: str, timeout: float = 300) -> None:
+def _wait(ready: Callable[[], bool], what: str, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/readyz", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} within {timeout:.0f} s")
         time.sleep(0.5)
-    raise RuntimeError(f"{url} did not become ready within {timeout:.0f} s")
 
 
-def _proctor(*args: str) -> list[str]:
-    return [sys.executable, "-m", "service.cli", *args, "--log-level", "warning"]
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 @contextmanager
-def deployment(mode: str, cores: Sequence[int]) -> Iterator[tuple[str, dict[str, int]]]:
-    """The service for `mode` ("embedded", "queue-1", "queue-2"); its URL and the pids whose CPU
-    time is reported."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+def _sweeping(group: CpuGroup | None, root: int) -> Iterator[None]:
+    """Keep moving every process below `root` (not `root` itself) into `group`: the embedded
+    server starts its sandbox supervisors itself, during the run too (a recycled one)."""
+    stop = threading.Event()
+
+    def sweep() -> None:
+        while not stop.wait(0.25):
+            for pid in descendants([root]) - moved:
+                try:
+                    group.join(pid)  # type: ignore[union-attr]
+                    moved.add(pid)
+                except (ProcessLookupError, OSError):
+                    pass  # exited meanwhile
+
+    moved: set[int] = set()
+    thread = threading.Thread(target=sweep, daemon=True)
+    if group is not None:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if group is not None:
+            thread.join()
+
+
+@dataclass
+class Groups:
+    """The run's groups (all `None` without cgroups): the service's and one per worker."""
+
+    api: CpuGroup | None = None
+    redis: CpuGroup | None = None
+    workers: list[CpuGroup | None] = field(default_factory=lambda: [None] * max(COUNTS))
+    quota: float | None = None
+
+    def cpu(self, workers: int) -> dict[str, float]:
+        out = {"api": _cpu(self.api), "redis": _cpu(self.redis), "client": time.process_time()}
+        out["workers"] = sum(_cpu(g) for g in self.workers[:workers])
+        periods = [g.throttled() if g else (0, 0) for g in self.workers[:workers]]
+        out["periods"], out["throttled"] = (sum(p[i] for p in periods) for i in (0, 1))
+        return out
+
+    def limit(self, workers: int, on: bool) -> None:
+        for group in self.workers[:workers]:
+            if group is not None:
+                group.set_quota(self.quota if on else None)
+
+
+def _cpu(group: CpuGroup | None) -> float:
+    return group.cpu_s() if group is not None else 0.0
+
+
+@dataclass
+class Run:
+    label: str
+    n: int
+    workers: int
+    seconds: list[float]
+    verdicts: list[list[tuple[str, Any]]]
+    per_item: dict[str, float]
+    """CPU seconds per item: workers, api, redis, client."""
+    busy: float
+    """Share of the workers' quota they used while the batches ran."""
+    throttled: float
+    """Share of the workers' scheduling periods in which the quota held them back."""
+    by_round: list[float]
+    """The workers' CPU seconds per item in each round."""
+
+    @property
+    def rate(self) -> float:
+        return self.n / statistics.median(self.seconds)
+
+
+def score_rounds(url: str, label: str, groups: Groups, workers: int, n: int, rounds: int) -> Run:
+    """Time `rounds` batches (seeds 1..rounds, the same in every run)."""
+    bodies = [json.dumps({"items": mixed_batch(n, seed=r + 1)}) for r in range(rounds)]
+    seconds, verdicts, by_round = [], [], []
+    before = last = groups.cpu(workers)
+    for body in bodies:
+        results, took = timed_score(url, body)
+        seconds.append(took)
+        verdicts.append([(x["status"], x["score"]) for x in results])
+        now = groups.cpu(workers)
+        by_round.append((now["workers"] - last["workers"]) / n)
+        last = now
+    after = last
+    spent = {k: after[k] - before[k] for k in after}
+    per_item = {k: spent[k] / (n * rounds) for k in ("workers", "api", "redis", "client")}
+    quota_s = (groups.quota or 1.0) * workers * sum(seconds)
+    busy = spent["workers"] / quota_s
+    throttled = spent["throttled"] / max(1.0, spent["periods"])
+    return Run(label, n, workers, seconds, verdicts, per_item, busy, throttled, by_round)
+
+
+def warm_up(url: str, groups: Groups, workers: int) -> None:
+    """`WARM_ITEMS` per worker, untimed, before the quota applies: a fresh worker fills its
+    caches (one per Reasoning Gym task, the sandboxes' first runs) on first use, once per
+    worker, which would be counted against the runs with more workers."""
+    groups.limit(workers, on=False)
+    timed_score(url, json.dumps({"items": mixed_batch(WARM_ITEMS * workers, seed=999)}))
+    groups.limit(workers, on=True)
+
+
+def embedded(groups: Groups, n: int, rounds: int) -> Run:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    serve = ["serve", "--port", str(port)]
+    argv = _proctor("serve", "--port", str(port), "--workers", "1")
+    with _process(argv, groups.api) as api:
+        _wait(lambda: _ready(url), "the embedded server was not ready")
+        with _sweeping(groups.workers[0], api):
+            time.sleep(1.0)  # the first sweep
+            warm_up(url, groups, 1)
+            return score_rounds(url, "(e) embedded", groups, 1, n, rounds)
+
+
+def _alive(client: redis.Redis) -> int:
+    from service.dispatch.queue import wire
+
+    names = [m.decode() for m in client.smembers(wire.WORKERS_KEY)]
+    return sum(bool(client.exists(wire.alive_key(name))) for name in names)
+
+
+def queued(groups: Groups, n: int, rounds: int) -> list[Run]:
+    """One Redis and one API for every worker count; fresh workers for each."""
+    runs = []
     with ExitStack() as stack:
-        if mode == "embedded":
-            api = stack.enter_context(_process(_proctor(*serve, "--workers", "1"), cores[0], env))
-            _wait_ready(url)
-            yield url, {"api": api}
-            return
-        side = cores[2] if len(cores) > 2 else cores[-1]
         data = stack.enter_context(tempfile.TemporaryDirectory(prefix="proctor-scale-"))
-        redis_port = _free_port()
+        redis_port, port = _free_port(), _free_port()
         redis_argv = ["redis-server", "--port", str(redis_port), "--save", "", "--dir", data]
-        redis = stack.enter_context(_process(redis_argv, side, env))
+        stack.enter_context(_process(redis_argv, groups.redis))
         queue = f"redis://127.0.0.1:{redis_port}/0"
-        api = stack.enter_context(_process(_proctor(*serve, "--queue", queue), side, env))
-        for core in cores[: 1 if mode == "queue-1" else 2]:
-            worker = _proctor("worker", "--queue", queue, "--workers", "1")
-            stack.enter_context(_process(worker, core, env))
-        _wait_ready(url)
-        yield url, {"api": api, "redis": redis}
+        client = redis.Redis.from_url(queue)
+        url = f"http://127.0.0.1:{port}"
+        serve = _proctor("serve", "--port", str(port), "--queue", queue)
+        stack.enter_context(_process(serve, groups.api))
+        for count in COUNTS:
+            with ExitStack() as fleet:
+                groups.limit(count, on=False)  # start at full speed
+                for group in groups.workers[:count]:
+                    worker = _proctor("worker", "--queue", queue, "--workers", "1")
+                    fleet.enter_context(_process(worker, group))
+                _wait(lambda: _alive(client) == count, f"{count} workers were not alive")  # noqa: B023
+                _wait(lambda: _ready(url), "the queue API was not ready")
+                warm_up(url, groups, count)
+                runs.append(score_rounds(url, f"({count}) queue", groups, count, n, rounds))
+            _wait(lambda: _alive(client) == 0, "stopped workers still listed", timeout=60)
+    return runs
 
 
-def measure(
-    mode: str, cores: Sequence[int], n: int, rounds: int
-) -> tuple[float, list[list[Any]], dict[str, float], dict[str, float]]:
-    """Median seconds per batch, each round's verdicts, CPU seconds per item of the reported
-    processes, and (embedded only) each domain's seconds per item on the one core, from a batch
-    of that domain's items alone."""
-    seconds, verdicts = [], []
-    with deployment(mode, cores) as (url, pids):
-        timed_score(url, json.dumps({"items": mixed_batch(256, seed=999)}))  # warm
-        before = {name: _cpu_s(pid) for name, pid in pids.items()}
-        for r in range(rounds):
-            results, took = timed_score(url, json.dumps({"items": mixed_batch(n, seed=r + 1)}))
-            seconds.append(took)
-            verdicts.append([(x["status"], x["score"]) for x in results])
-        cpu = {name: (_cpu_s(pid) - before[name]) / (n * rounds) for name, pid in pids.items()}
-        costs = {}
-        if mode == "embedded":
-            fresh = mixed_batch(n, seed=rounds + 1)
-            for domain in MIX:
-                alone = [item for item in fresh if item["domain"] == domain]
-                _, took = timed_score(url, json.dumps({"items": alone}))
-                costs[domain] = took / len(alone)
-    return statistics.median(seconds), verdicts, cpu, costs
+def report(runs: Sequence[Run], quota: float | None, rounds: int) -> list[str]:
+    """Print the table and the ceiling; the targets missed."""
+    share = f"{quota:g} core each" if quota else "no quota (no cgroups)"
+    print(f"{runs[0].n} mixed items ({', '.join(f'{d} {w}' for d, w in MIX.items())} parts), ")
+    print(f"median of {rounds} rounds; workers' groups: {share}")
+    print(
+        f"{'run':<13} {'items/s':>8} {'ratio':>6} {'worker CPU/item':>15} {'quota used':>10} "
+        f"{'throttled':>9} {'API':>7} {'Redis':>7} {'client':>7}  (CPU per item)"
+    )
+    queue = {r.workers: r for r in runs if r.label.endswith("queue")}
+    for run in runs:
+        before = queue.get(run.workers // 2) if run.label.endswith("queue") else None
+        ratio = f"{run.rate / before.rate:.2f}" if before and before is not run else "-"
+        us = {k: f"{v * 1e6:.0f} us" for k, v in run.per_item.items()}
+        print(
+            f"{run.label:<13} {run.rate:8.1f} {ratio:>6} {run.per_item['workers'] * 1e3:12.2f} ms "
+            f"{run.busy:10.0%} {run.throttled:9.0%} {us['api']:>7} {us['redis']:>7} "
+            f"{us['client']:>7}  rounds: {', '.join(f'{c * 1e3:.2f}' for c in run.by_round)} ms"
+        )
+    missed = []
+    for low, high in itertools.pairwise(COUNTS):
+        ratio = queue[high].rate / queue[low].rate
+        print(f"{low} -> {high} workers: {ratio:.2f}x (target >= {TARGET})")
+        if ratio < TARGET:
+            missed.append(f"{low} -> {high} workers: {ratio:.2f}x")
+    e = next((r for r in runs if r.label.startswith("(e)")), None)
+    if e is not None:
+        print(f"(1) queue / (e) embedded: {queue[1].rate / e.rate:.2f} (target >= 0.9)")
+    ceiling(queue[1], queue[max(COUNTS)], quota)
+    return missed
+
+
+def ceiling(one: Run, most: Run, quota: float | None) -> None:
+    """items/s <= min(W * q * r, 1 / c_api, 1 / c_redis): W workers of q cores each scoring r
+    items per second of CPU, the API's and Redis's single core at c CPU-seconds per item."""
+    r = 1 / one.per_item["workers"]
+    q = quota or 1.0
+    print(f"items/s per worker core (1 worker): r = {r:.0f}; per worker on its quota: {r * q:.0f}")
+    for name in ("api", "redis"):
+        c = most.per_item[name]
+        if c > 0:
+            print(
+                f"{name}: {c * 1e6:.0f} us of CPU per item with {most.workers} workers -> one "
+                f"core saturates at {1 / c:,.0f} items/s, i.e. at {1 / (c * r * q):.0f} workers "
+                f"of {q:g} core ({1 / (c * r):.1f} worker cores)"
+            )
+    idle = 1 - most.busy
+    print(
+        f"with {most.workers} workers: {most.busy:.0%} of the quota used; the other {idle:.0%} "
+        f"({idle * q * most.workers * statistics.median(most.seconds):.1f} worker-core-s of "
+        "each batch) waited for chunks"
+    )
+
+
+def _open_groups(stack: ExitStack, quota: float, short: bool) -> Groups:
+    try:
+        cgroups = stack.enter_context(CpuGroups.open())
+    except Unsupported as e:
+        if not short:
+            raise
+        print(f"no CPU cgroups ({e}): running without quotas")
+        return Groups()
+    print(f"cgroup v{cgroups.version}")
+    return Groups(
+        api=cgroups.make("api"),
+        redis=cgroups.make("redis"),
+        workers=[cgroups.make(f"w{i}", quota) for i in range(max(COUNTS))],
+        quota=quota,
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--short", action="store_true", help="512 items, one round (CI)")
+    parser.add_argument("--short", action="store_true", help="256 items, one round (CI)")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--items", type=int, default=None)
+    parser.add_argument("--quota", type=float, default=0.25, help="cores per worker")
+    parser.add_argument("--no-embedded", action="store_true", help="queue runs only")
     args = parser.parse_args()
     short = args.short or os.environ.get("PROCTOR_SHORT") == "1"
-    n = 512 if short else 4096
+    n = args.items or (256 if short else 2048)
     rounds = args.rounds or (1 if short else 3)
-    cores = sorted(os.sched_getaffinity(0))
-    missing = [tool for tool in ("redis-server", "taskset") if shutil.which(tool) is None]
-    if missing or len(cores) < 2:
-        print(
-            f"needs redis-server and taskset and two cores; missing {missing}, {len(cores)} cores"
-        )
+    if shutil.which("redis-server") is None:
+        print("needs redis-server")
         return 2
-    if len(cores) < 3:
-        print(f"{len(cores)} cores: the API and Redis share core {cores[-1]} with (c)'s 2nd worker")
-    runs = {mode: measure(mode, cores, n, rounds) for mode in ("embedded", "queue-1", "queue-2")}
-    (a, va, _, costs), (b, vb, cpu_b, _), (c, vc, _, _) = runs.values()
-    parts = ", ".join(f"{d} {w}" for d, w in MIX.items())
-    print(f"{n} mixed items ({parts} parts), median of {rounds} rounds")
-    print(f"(a) embedded, one core:                {n / a:8.1f} items/s")
-    print(f"(b) queue, one worker on one core:     {n / b:8.1f} items/s")
-    print(f"(c) queue, two workers, one core each: {n / c:8.1f} items/s")
-    print(f"(b)/(a) = {a / b:.2f} (target >= 0.9); (c)/(b) = {b / c:.2f} (target >= 1.8)")
-    print(f"queue cost per item: {(b - a) / n * 1e6:+.0f} us of wall time")
-    api_us, redis_us = cpu_b["api"] * 1e6, cpu_b["redis"] * 1e6
-    print(f"CPU per item in (b): API {api_us:.0f} us, Redis {redis_us:.0f} us")
-    estimate(costs, scaling=b / c / 2, redis_s=cpu_b["redis"])
-    agree = va == vb == vc
-    all_ok = all(s == "ok" for v in va for s, _ in v)
-    print(f"verdicts identical across (a), (b), (c): {agree}; all ok: {all_ok}")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the groups are removed
+    print(f"load average at start: {os.getloadavg()}")
+    with ExitStack() as stack:
+        try:
+            groups = _open_groups(stack, args.quota, short)
+        except Unsupported as e:
+            print(f"needs CPU cgroups: {e}")
+            return 2
+        runs = [] if args.no_embedded else [embedded(groups, n, rounds)]
+        runs += queued(groups, n, rounds)
+    print(f"load average at end: {os.getloadavg()}")
+    missed = report(runs, groups.quota, rounds)
+    if missed:
+        print("target missed: " + "; ".join(missed) + " (where the time went: above)")
+    agree = all(run.verdicts == runs[0].verdicts for run in runs)
+    all_ok = all(s == "ok" for v in runs[0].verdicts for s, _ in v)
+    print(f"verdicts identical across all runs: {agree}; all ok: {all_ok}")
     return 0 if agree and all_ok else 1
-
-
-def estimate(costs: dict[str, float], scaling: float, redis_s: float) -> None:
-    """The paper estimate: worker cores for one ProRL-mixed 256 x 16 step in under 10 s, and the
-    rate at which Redis's one core is the limit."""
-    costs = {**costs, "stem": costs["math"]}  # not measured: STEM's sympy path is math's
-    total = sum(PRORL_STEP.values())
-    core_s = sum(256 * 16 * w / total * costs[d] for d, w in PRORL_STEP.items())
-    per_item = ", ".join(f"{d} {1000 * t:.1f} ms" for d, t in sorted(costs.items()))
-    print(f"one core's time per item, each domain alone in (a): {per_item} (STEM: math's)")
-    ideal = math.ceil(core_s / 10)
-    measured = math.ceil(core_s / 10 / max(scaling, 0.05))
-    print(
-        f"one 256 x 16 ProRL-mixed step: {core_s:.1f} core-seconds; under 10 s: {ideal} worker "
-        f"cores at perfect scaling, {measured} at (c)'s ({scaling:.0%} of a second core)"
-    )
-    if redis_s > 0:
-        limit = 1 / redis_s
-        print(
-            f"Redis's one core is the limit at ~{limit:,.0f} items/s ({limit * 10:,.0f} per 10 s)"
-        )
 
 
 if __name__ == "__main__":

@@ -32,14 +32,14 @@ SAMPLE_COPIES = 4
 entries, the response model and its encoded body."""
 
 
-def ceiling_bytes(settings: Settings, inflight_request_bytes: int = 0) -> int:
-    """The most the API process should hold: its baseline, the running jobs (their decoded
-    requests and results), the finished jobs (their encoded results) and, given as
-    `inflight_request_bytes`, the request bodies read and decoded at once; and the puzzle
-    sampling calls' entries on their way back from their child processes."""
+def ceiling_bytes(settings: Settings) -> int:
+    """The most the API process should hold: its baseline, the request bodies read and decoded
+    at once, the running jobs (their decoded requests and results), the finished jobs (their
+    encoded results) and the puzzle sampling calls' entries on their way back from their child
+    processes."""
     running = DECODED_FACTOR * settings.max_running_job_bytes
     running += settings.max_jobs * settings.max_items_per_request * RESULT_BYTES
     finished = settings.max_finished_job_bytes + settings.max_finished_jobs * JOB_BYTES
     sampling = settings.sample_processes * SAMPLE_COPIES * MAX_SAMPLE_BYTES
-    inflight = DECODED_FACTOR * inflight_request_bytes
+    inflight = DECODED_FACTOR * settings.max_inflight_request_bytes
     return BASELINE_BYTES + running + finished + sampling + inflight

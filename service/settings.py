@@ -123,9 +123,9 @@ class Settings(BaseSettings):
     max_response_bytes: int = Field(256 * 1024, ge=1)
     """Per item, UTF-8 bytes of `response`; a larger one is judged 0 (`response_too_large`) without
     being read: a response must not escape its zero by running long."""
-    max_request_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    max_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     """Whole request body; a larger one is refused with 413 before it is parsed."""
-    max_inflight_request_bytes: int = Field(512 * 1024 * 1024, ge=1024)
+    max_inflight_request_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     """Request body bytes this API process reads and holds at once, across all requests (a
     body counts from its first byte until its response is sent); a request past it is refused
     with 429 and `Retry-After`, so concurrent large bodies cannot exhaust the process's memory.
@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     """Jobs running at once (across replicas in queue mode); a new job beyond this is refused
     with 429 and `Retry-After`. Each holds its items' results until it ends, so this is a term of
     the API's memory ceiling (README.md)."""
-    max_running_job_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_running_job_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     """Bytes of the requests of the jobs running in one API process (their items live as long as
     the job): a job past it is refused with 429 and `Retry-After`, one larger than it alone with
     413."""

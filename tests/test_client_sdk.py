@@ -87,6 +87,18 @@ def test_a_grpo_group_sends_its_reference_once(server: Server) -> None:
     ]
 
 
+def test_a_chunk_too_large_for_one_request_goes_as_halves(server: Server) -> None:
+    # 100 items of about 2 KB in one chunk, against 64 KiB per request: halved twice, so four
+    # requests of 25 items, each under the bound, and the results still in order.
+    items = [dict(i, response="w" * 2000 + i["response"]) for i in math_items(100)]
+    assert len(request_body(as_wire_items(items[:25]), None)) <= 64 * 1024
+    with fault_proxy(server.url) as proxy:
+        client = AsyncProctorClient(proxy.url, max_request_bytes=64 * 1024)
+        results = asyncio.run(_score_and_close(client, items))
+    assert_in_order(results, 100)
+    assert [path for _, path in proxy.arrivals] == ["/v1/score"] * 4
+
+
 def test_a_503_then_a_429_with_retry_after_are_retried(server: Server) -> None:
     refusals = [Refusal(503), Refusal(429, {"Retry-After": "2"})]
     with fault_proxy(server.url, refusals=refusals) as proxy:

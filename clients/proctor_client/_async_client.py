@@ -59,9 +59,10 @@ def _detail(response: httpx.Response) -> Any:
 class AsyncProctorClient:
     """A client of one Proctor server.
 
-    `score()` splits a call into chunks of `chunk_size` items, sends up to `max_concurrency` of
-    them at once and returns one result per item, in order. Connection errors, 429, 502, 503 and
-    504 are retried up to `max_retries` times with backoff (honouring `Retry-After`); any other
+    `score()` splits a call into chunks of `chunk_size` items (halved until a request body is at
+    most `max_request_bytes`), sends up to `max_concurrency` of them at once and returns one
+    result per item, in order. Connection errors, 429, 502, 503 and 504 are retried up to
+    `max_retries` times with backoff (honouring `Retry-After`); any other
     4xx raises `ProctorError`. Items whose chunk got no answer come back `infra_error`, never as
     an exception that loses the others, once the client has had an answer from the server; until
     then, a call that cannot connect at all raises `ProctorUnreachable` (a wrong URL fails
@@ -78,6 +79,7 @@ class AsyncProctorClient:
         chunk_size: int = _defaults.CHUNK_SIZE,
         max_concurrency: int = _defaults.MAX_CONCURRENCY,
         max_retries: int = _defaults.MAX_RETRIES,
+        max_request_bytes: int = _defaults.MAX_REQUEST_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
         backoff: Backoff | None = None,
     ) -> None:
@@ -86,12 +88,15 @@ class AsyncProctorClient:
                 "chunk_size and max_concurrency must be at least 1, max_retries at least 0, "
                 "timeout_s positive"
             )
+        if max_request_bytes < 1024:
+            raise ValueError("max_request_bytes must be at least 1024")
         headers = {"content-type": "application/json", "user-agent": "proctor-client"}
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
         self.chunk_size = chunk_size
         self.max_concurrency = max_concurrency
         self.max_retries = max_retries
+        self.max_request_bytes = max_request_bytes
         self.backoff = backoff or Backoff()
         self.reached = False
         """Whether any request of this client has had an HTTP answer from the server."""
@@ -197,8 +202,14 @@ class AsyncProctorClient:
     async def _score_chunk(
         self, chunk: list[dict[str, Any]], spec: str | None
     ) -> list[ScoreResult]:
+        body = request_body(chunk, spec)
+        if len(body) > self.max_request_bytes and len(chunk) > 1:
+            # Too large for one request: each half on its own (an item alone goes as it is).
+            half = len(chunk) // 2
+            first = await self._score_chunk(chunk[:half], spec)
+            return first + await self._score_chunk(chunk[half:], spec)
         try:
-            response = await self._send("POST", "/v1/score", request_body(chunk, spec))
+            response = await self._send("POST", "/v1/score", body)
         except _Unanswered as exc:
             _raise_if_never_reached(exc, self._http.base_url)
             return failed(chunk, exc.code, exc.message)

@@ -8,6 +8,7 @@ __all__ = [
     "CHUNK_SIZE",
     "DEFAULT_SPEC",
     "MAX_CONCURRENCY",
+    "MAX_REQUEST_BYTES",
     "MAX_RETRIES",
     "RETRIED_STATUSES",
     "TIMEOUT_S",
@@ -22,6 +23,11 @@ chunks pay only where they spread a call over several servers (behind a load bal
 the call's size over the number of servers)."""
 MAX_CONCURRENCY = 4
 """Chunks in flight at once."""
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+"""Most bytes of one `POST /v1/score` body: a chunk whose body is larger goes as halves (a
+8K-token GRPO step of 4,096 responses is about 128 MiB). With `MAX_CONCURRENCY` this keeps one
+client within a server's default request limits (`max_request_bytes` and the bytes it holds in
+flight, 64 MiB each)."""
 MAX_RETRIES = 5
 """Retries of one request after a connection error, 429, 502, 503 or 504."""
 BACKOFF_BASE_S = 0.5

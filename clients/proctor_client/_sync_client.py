@@ -82,6 +82,7 @@ class ProctorClient:
         chunk_size: int = _defaults.CHUNK_SIZE,
         max_concurrency: int = _defaults.MAX_CONCURRENCY,
         max_retries: int = _defaults.MAX_RETRIES,
+        max_request_bytes: int = _defaults.MAX_REQUEST_BYTES,
         transport: httpx.BaseTransport | httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
@@ -96,6 +97,7 @@ class ProctorClient:
                 chunk_size=chunk_size,
                 max_concurrency=max_concurrency,
                 max_retries=max_retries,
+                max_request_bytes=max_request_bytes,
                 transport=transport,
             )
 

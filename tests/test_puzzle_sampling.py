@@ -29,7 +29,7 @@ from reward_specs.puzzles.bounds import SAMPLE_BOUNDS, check_sample_bounds
 from service import sampling
 from service.sampling import FairSlots, SampleCall, Sampler
 from tests.helpers import descendants, free_port, poll
-from tests.redis_fixtures import ROOT, proctor_env, status_of
+from tests.redis_fixtures import ROOT, RedisServer, proctor_env, serve_queue, status_of
 
 KEY_A = "tenant-a-key-0123456789"
 KEY_B = "tenant-b-key-0123456789"
@@ -285,3 +285,24 @@ def _sampling_children(url: str) -> int:
         if line.startswith("proctor_sampling_running "):
             return int(float(line.split()[1]))
     raise AssertionError("no proctor_sampling_running metric")
+
+
+def test_queue_mode_samples_in_children_of_the_api_host(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # No worker pool in this API process: the fork server is the sampler's own.
+    env = {"PROCTOR_ITEM_TIMEOUT_S": str(TIMEOUT_S)}
+    process, url = serve_queue(redis_server.url, tmp_path / "serve.log", None, env)
+    try:
+        sampled = httpx.post(f"{url}/v1/puzzles/gcd/sample", json={"count": 2}, timeout=120)
+        assert sampled.status_code == 200, sampled.text
+        assert [e["index"] for e in sampled.json()["entries"]] == [0, 1]
+        slow = httpx.post(
+            f"{url}/v1/puzzles/game_of_life/sample",
+            json={"config": SLOW, "count": SLOW_COUNT},
+            timeout=120,
+        )
+        assert slow.status_code == 422 and slow.json()["error"]["code"] == "sample_timeout"
+    finally:
+        process.terminate()
+        process.wait(timeout=60)

@@ -27,7 +27,7 @@ from reward_specs import (
 )
 from sandboxes import SandboxSettings
 from service.dispatch.local import LocalDispatcher
-from service.loading import load_all_specs, load_registry
+from service.loading import LoadedSpecs, load_registry
 from service.settings import Settings
 
 __all__ = ["DEFAULT_REGISTRY", "LocalScorer", "outcome_result"]
@@ -70,10 +70,12 @@ class LocalScorer:
         registry: str = DEFAULT_REGISTRY,
     ) -> None:
         self._registry = load_registry(registry)
-        specs = load_all_specs(self._registry, tuple(spec_dirs))
+        self._loaded = LoadedSpecs(self._registry, tuple(spec_dirs))
+        specs = self._loaded.under({})
         if spec_name not in specs:
             raise ValueError(f"unknown spec {spec_name!r}; known: {', '.join(sorted(specs))}")
-        self._spec = specs[spec_name]
+        self._spec_name = spec_name
+        self._resolved: Spec | None = None
         self._settings = Settings(
             workers=workers or multiprocessing.cpu_count(),
             registry=registry,
@@ -99,8 +101,17 @@ class LocalScorer:
 
     @property
     def spec(self) -> SpecSummary:
-        spec = self._spec
+        spec = self._current_spec()
         return SpecSummary(spec.name, spec.version, spec.hash, spec.parameters())
+
+    def _current_spec(self) -> Spec:
+        """The spec under the sandbox's environment digest, so its hash is the one a server on
+        the same sandbox reports; the digest is probed when the dispatcher opens its sandbox
+        (once: the spec stays known after `close`)."""
+        if self._resolved is None:
+            environments = self._started().environments()
+            self._resolved = self._loaded.under(environments)[self._spec_name]
+        return self._resolved
 
     def _started(self) -> LocalDispatcher:
         if self._dispatcher is None:
@@ -110,7 +121,7 @@ class LocalScorer:
         return self._dispatcher
 
     def score(self, rows: Sequence[Generation], progress: Progress) -> list[Result]:
-        spec: Spec = self._spec
+        spec = self._current_spec()
         key_of = item_keyer(spec, self._registry)
         unique: dict[ItemKey, list[int]] = {}
         items: list[Item] = []
@@ -149,7 +160,7 @@ class LocalScorer:
         """Outcomes in order; `done(i)` as item i finishes (from the pool's thread)."""
         if not items:
             return []
-        spec: Spec = self._spec
+        spec = self._current_spec()
         dispatcher = self._started()
         deadline = time.monotonic() + DEADLINE_S
         return self._loop.run_until_complete(dispatcher.run(spec, items, deadline, done))

@@ -282,9 +282,26 @@ def create_app(
     return app
 
 
+def _publish_run_bounds(components: dict[str, Any], settings: Settings) -> None:
+    """A run's `limits` may ask for at most this server's bounds, and `files` holds at most
+    `run.max_files` entries: said in the schema, where a client (or a fuzzer) reads them."""
+    run = settings.run
+    bounds = {"cpu_s": run.cpu_s, "wall_s": run.wall_s, "memory_mb": run.memory_mb}
+    bounds["output_bytes"] = run.output_bytes
+    limits = components.get("RunLimitsBody", {}).get("properties", {})
+    for name, bound in bounds.items():
+        for option in limits.get(name, {}).get("anyOf", []):
+            if option.get("type") in ("number", "integer"):
+                option["maximum"] = bound
+    files = components.get("RunBody", {}).get("properties", {}).get("files", {})
+    for option in files.get("anyOf", []):
+        if option.get("type") == "object":
+            option["maxProperties"] = run.max_files
+
+
 def _openapi_with_server_facts(app: FastAPI, state: AppState) -> Callable[[], dict[str, Any]]:
     """The generated schema, plus the score request's and what only this server knows: its spec
-    names and item limit."""
+    names, its item limit and the bounds of `POST /v1/run`."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -308,6 +325,7 @@ def _openapi_with_server_facts(app: FastAPI, state: AppState) -> Callable[[], di
                 if option.get("type") == "string":
                     option["enum"] = sorted(state.specs)
             request["items"]["maxItems"] = state.settings.max_items_per_request
+            _publish_run_bounds(components, state.settings)
             app.openapi_schema = schema
         return app.openapi_schema
 

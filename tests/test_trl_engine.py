@@ -173,6 +173,7 @@ def test_one_fixed_batch_gives_the_reference_engines_loss(tmp_path: Path) -> Non
         "ref_per_token_logps": ref,
         "num_items_in_batch": mask.sum(),
     }
+    losses: dict[str, tuple[float, float]] = {}  # case -> (TRL's, ours)
     for case in ("both", "surrogate only", "kl only"):
         adv = torch.zeros_like(advantages) if case == "kl only" else advantages
         ref_case = logp if case == "surrogate only" else ref  # k3 of equal log-probs is 0
@@ -186,10 +187,15 @@ def test_one_fixed_batch_gives_the_reference_engines_loss(tmp_path: Path) -> Non
                 eps_low=args.eps_low, eps_high=args.eps_high, kl_coef=args.kl_coef,
                 kl_estimator=args.kl_estimator,
             ).loss  # fmt: skip
-        # The KL term agrees to about 1.5 % only on this batch (the cause is not found yet: the
-        # k3 formulas are the same); the clipped surrogate agrees to float precision.
-        rel = 2e-2 if case == "kl only" else 1e-5
-        assert float(theirs.detach()) == pytest.approx(float(mine), rel=rel, abs=1e-8), case
+        losses[case] = (float(theirs.detach()), float(mine))
+    # The KL term agrees to about 1.5 % only on this batch (the cause is not found yet: the k3
+    # formulas are the same); the clipped surrogate agrees to float precision. The sum may
+    # differ by both: float precision of itself and the KL term's share of 2 %.
+    kl_tol = 2e-2 * abs(losses["kl only"][1])
+    tolerances = {"surrogate only": 0.0, "kl only": kl_tol, "both": kl_tol}
+    for case, (theirs_loss, mine_loss) in losses.items():
+        tolerance = 1e-5 * abs(mine_loss) + tolerances[case] + 1e-8
+        assert abs(theirs_loss - mine_loss) <= tolerance, (case, theirs_loss, mine_loss)
 
 
 def test_settings_trl_cannot_honour_are_refused_naming_them(

@@ -23,7 +23,7 @@ router = APIRouter(tags=["run"])
 class RunLimitsBody(BaseModel):
     """Tighter bounds than the server's (`GET /v1/limits`, `run`); looser ones are a 422."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # no `true` for a number
 
     cpu_s: float | None = Field(None, gt=0)
     wall_s: float | None = Field(None, gt=0)
@@ -32,7 +32,7 @@ class RunLimitsBody(BaseModel):
 
 
 class RunBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # no `true` for a number
 
     language: Language
     source: str

@@ -250,10 +250,10 @@ def embedded(groups: Groups, n: int, rounds: int) -> Run:
 
 
 def _alive(client: redis.Redis) -> int:
-    from service.dispatch.queue import wire
+    from service.queue import keys
 
-    names = [m.decode() for m in client.smembers(wire.WORKERS_KEY)]
-    return sum(bool(client.exists(wire.alive_key(name))) for name in names)
+    names = [m.decode() for m in client.smembers(keys.WORKERS_KEY)]
+    return sum(bool(client.exists(keys.alive_key(name))) for name in names)
 
 
 def queued(groups: Groups, n: int, rounds: int) -> list[Run]:

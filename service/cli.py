@@ -30,11 +30,11 @@ if TYPE_CHECKING:
 
     import service.auth as auth
     import service.dispatch as dispatch
-    import service.dispatch.queue.host as queue_host
     import service.fastjson as fastjson
     import service.ingest as ingest
     import service.limits_http as limits_http
     import service.main as app_factory
+    import service.queue.worker as queue_worker
     import service.scoring as scoring
     from service.state import AppState
 else:
@@ -43,7 +43,7 @@ else:
     uvicorn = lazy_import("uvicorn")
     auth = lazy_import("service.auth")
     dispatch = lazy_import("service.dispatch")
-    queue_host = lazy_import("service.dispatch.queue.host")
+    queue_worker = lazy_import("service.queue.worker")
     fastjson = lazy_import("service.fastjson")
     ingest = lazy_import("service.ingest")
     limits_http = lazy_import("service.limits_http")
@@ -139,7 +139,7 @@ def _worker(args: argparse.Namespace) -> int:
         print("proctor worker: no queue: give --queue or set PROCTOR_QUEUE_URL", file=sys.stderr)
         return 2
     try:
-        return queue_host.run_worker(settings, domains)
+        return queue_worker.run_worker(settings, domains)
     except ValueError as exc:
         print(f"proctor worker: {exc}", file=sys.stderr)
         return 2

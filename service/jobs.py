@@ -1,7 +1,7 @@
 """Long evaluations as jobs: POST /v1/jobs returns at once, GET /v1/jobs/{id} reports progress.
 
 `JobStore` keeps jobs in this process's memory (the embedded default): they survive neither a
-restart nor a second replica; in queue mode they live in Redis (`service.jobs_redis`). At most
+restart nor a second replica; in queue mode they live in Redis (`service.queue.jobs`). At most
 `max_jobs` run at once (a new one beyond that is refused, with a hint of when to retry). A
 finished job's results are kept as their encoded JSON (`FinishedLimits`: for `ttl_s`, at most
 `count` jobs and `bytes` of results, the oldest forgotten first; a running job is never
@@ -136,7 +136,7 @@ class JobHandle(Protocol):
 
 
 class Jobs(Protocol):
-    """Where jobs live: this process (`JobStore`) or Redis (`service.jobs_redis`)."""
+    """Where jobs live: this process (`JobStore`) or Redis (`service.queue.jobs`)."""
 
     async def start(self, total: int, runner: Runner, body: bytes = b"") -> JobHandle: ...
 

@@ -20,18 +20,18 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reward_specs import SpecError
+from reward_specs import Registry, SpecError
 from service.auth import ApiKeyAuth
-from service.dispatch import Dispatcher, DispatchRefused, make_dispatcher
+from service.dispatch import Dispatcher, DispatchRefused, local
 from service.errors import error_body
 from service.examples import EXAMPLE_ITEMS
-from service.jobs import FinishedLimits, JobStore
-from service.jobs_redis import RedisJobStore
+from service.jobs import FinishedLimits, Jobs, JobStore, Runner
 from service.limits import make_limits
 from service.limits_http import BodyBudget
 from service.loading import LoadedSpecs, load_registry
 from service.logs import RequestIdMiddleware, client_gone
 from service.metrics import Metrics, StatusCounter
+from service.queue import make_queue_mode
 from service.routes import health, openrlhf, puzzles, run, score
 from service.routes.docs import mount_docs
 from service.runs import RunPool
@@ -176,10 +176,11 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
         raise SpecError(f"default spec {settings.default_spec!r} is not among {sorted(specs)}")
     # Before the dispatcher: a worker pool's fork-server preload, set when it is made, wins.
     sampler = Sampler(settings.sample_processes, settings.item_timeout_s, settings.worker_memory_mb)
-    if dispatcher is None:
-        dispatcher = make_dispatcher(settings, registry)
     finished = FinishedLimits(
         settings.job_ttl_s, settings.max_finished_jobs, settings.max_finished_job_bytes
+    )
+    dispatcher, jobs = _backend(
+        settings, registry, finished, lambda raw: score.job_runner_from(state, raw), dispatcher
     )
     state = AppState(
         settings=settings,
@@ -190,19 +191,27 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
             dispatcher.stats, domains=[s.domain for s in registry], sampling=sampler.load
         ),
         sampler=sampler,
-        jobs=JobStore(settings.max_jobs, finished, settings.max_running_job_bytes),
+        jobs=jobs,
         runs=RunPool(settings),
         limits=make_limits(settings),
     )
-    if settings.queue_url is not None:  # jobs in Redis: any replica answers for any job
-        state.jobs = RedisJobStore(
-            settings.queue_url,
-            lambda raw: score.job_runner_from(state, raw),
-            settings.max_jobs,
-            finished,
-            settings.max_running_job_bytes,
-        )
     return state
+
+
+def _backend(
+    settings: Settings,
+    registry: Registry,
+    finished: FinishedLimits,
+    runner_for: Callable[[bytes], Runner],
+    dispatcher: Dispatcher | None,
+) -> tuple[Dispatcher, Jobs]:
+    """The (dispatcher, job store) pair `settings` pick: with a `queue_url`, queue mode's
+    (`service.queue`); without, the embedded default (worker processes and a sandbox pool in
+    this process, jobs in its memory). A `dispatcher` given stands in for the one picked."""
+    if settings.queue_url is not None:
+        return make_queue_mode(settings, registry, runner_for, finished, dispatcher)
+    jobs = JobStore(settings.max_jobs, finished, settings.max_running_job_bytes)
+    return dispatcher or local.LocalDispatcher(settings, registry), jobs
 
 
 READY_POLL_S = 0.1

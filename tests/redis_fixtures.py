@@ -26,7 +26,7 @@ import httpx
 import pytest
 import redis
 
-from service.dispatch.queue import wire
+from service.queue import keys
 from tests.helpers import TEST_SPECS, free_port, poll
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -179,8 +179,8 @@ def proctor_env(registry: str | None = TEST_REGISTRY) -> dict[str, str]:
 
 
 def alive_names(client: redis.Redis) -> list[str]:
-    prefix = len(wire.alive_key(""))
-    return [k.decode()[prefix:] for k in client.scan_iter(match=wire.alive_key("*"))]
+    prefix = len(keys.alive_key(""))
+    return [k.decode()[prefix:] for k in client.scan_iter(match=keys.alive_key("*"))]
 
 
 @pytest.fixture

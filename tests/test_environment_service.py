@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from service.dispatch.base import DispatchStats
-from service.dispatch.queue import wire
+from service.queue import keys, transport
 from service.settings import Settings
 from tests.helpers import TEST_SPECS, Server, free_port, poll
 from tests.redis_fixtures import (
@@ -136,11 +136,11 @@ def _worker(url: str, tmp_path: Path, name: str, hide_numpy: bool, started: list
     return worker
 
 
-def _report(server: RedisServer, worker: Worker) -> wire.WorkerReport:
+def _report(server: RedisServer, worker: Worker) -> transport.WorkerReport:
     client = server.client()
-    for key in client.scan_iter(match=wire.alive_key("*")):
-        if worker.named(key.decode()[len(wire.alive_key("")) :]):
-            report = wire.WorkerReport.decode(client.get(key) or b"")
+    for key in client.scan_iter(match=keys.alive_key("*")):
+        if worker.named(key.decode()[len(keys.alive_key("")) :]):
+            report = transport.WorkerReport.decode(client.get(key) or b"")
             if report is not None:
                 return report
     raise AssertionError("the worker is not registered")
@@ -150,7 +150,7 @@ def _claims(server: RedisServer) -> dict[str, str]:
     """Chunk job -> the worker that took it."""
     client = server.client()
     claims = {}
-    for key in client.scan_iter(match=wire.claim_key("*")):
+    for key in client.scan_iter(match=keys.claim_key("*")):
         name = client.get(key)
         if name is not None:
             claims[key.decode()] = name.decode()
@@ -220,8 +220,8 @@ def test_a_worker_of_another_environment_gets_no_code_chunk(
 
 def _live(server: RedisServer) -> list[str]:
     client = server.client()
-    prefix = len(wire.alive_key(""))
-    return [k.decode()[prefix:] for k in client.scan_iter(match=wire.alive_key("*"))]
+    prefix = len(keys.alive_key(""))
+    return [k.decode()[prefix:] for k in client.scan_iter(match=keys.alive_key("*"))]
 
 
 def test_an_environment_pinned_by_setting_must_be_a_digest() -> None:
@@ -232,12 +232,12 @@ def test_an_environment_pinned_by_setting_must_be_a_digest() -> None:
 
 
 def test_a_worker_report_carries_its_environment() -> None:
-    report = wire.WorkerReport.of(("code",), DispatchStats("local"), 2, {"code": "sha256:x"})
-    again = wire.WorkerReport.decode(report.encode())
+    report = transport.WorkerReport.of(("code",), DispatchStats("local"), 2, {"code": "sha256:x"})
+    again = transport.WorkerReport.decode(report.encode())
     assert again is not None and again.environment("code") == "sha256:x"
-    assert wire.queue_name("code", "sha256:x") == "proctor-code@sha256:x"
-    assert wire.queue_name("math") == "proctor-math"
-    old = wire.WorkerReport.decode('{"domains": ["code"]}')  # a worker of an earlier version
+    assert keys.queue_name("code", "sha256:x") == "proctor-code@sha256:x"
+    assert keys.queue_name("math") == "proctor-math"
+    old = transport.WorkerReport.decode('{"domains": ["code"]}')  # a worker of an earlier version
     assert old is not None and old.environment("code") is None
 
 

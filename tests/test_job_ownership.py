@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 
-from service.jobs_redis import _job_key
+from service.queue.keys import job_key
 from tests.helpers import Server, poll
 from tests.redis_fixtures import TEST_REGISTRY, RedisServer
 
@@ -50,7 +50,7 @@ def test_a_job_is_its_key_s_in_redis_and_a_lost_record_is_state_lost(
     )
     job_id = _check_ownership(server)
     client = redis_server.client()
-    client.hdel(_job_key(job_id), "total", "status")  # what a restart mid-write leaves
+    client.hdel(job_key(job_id), "total", "status")  # what a restart mid-write leaves
     with _client(server, KEY_A) as a:
         reply = a.get(f"/v1/jobs/{job_id}")
     assert reply.status_code == 200, reply.text

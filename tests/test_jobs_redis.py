@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.jobs_redis import LEASE_TTL_S
+from service.queue.timings import JOB_LEASE_TTL_S
 from service.settings import Settings
 from tests.helpers import Server, poll
 from tests.redis_fixtures import TEST_REGISTRY, RedisServer, Worker, serve_queue, status_of
@@ -89,7 +89,7 @@ def test_a_job_whose_api_is_killed_is_finished_by_another(
         if first.poll() is None:
             first.kill()
     second = _queue_api(make_server, redis_server.url)
-    job = _done(second.url, job_id, 60 + LEASE_TTL_S)
+    job = _done(second.url, job_id, 60 + JOB_LEASE_TTL_S)
     results = job["result"]["results"]
     assert [(r["id"], r["status"]) for r in results] == [(item["id"], "ok") for item in items]
 

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from service.dispatch.queue import wire
 from service.examples import EXAMPLE_ITEMS
+from service.queue import keys, timings
 from service.settings import Settings
 from tests.helpers import TEST_SPECS, Server, poll
 from tests.redis_fixtures import (
@@ -74,7 +74,7 @@ def _claimer(server: RedisServer, workers: list[Worker], job_suffix: str = "") -
     found: list[Worker] = []
 
     def claimed() -> bool:
-        for key in client.scan_iter(match=wire.claim_key("*")):
+        for key in client.scan_iter(match=keys.claim_key("*")):
             if key.decode().endswith(job_suffix):
                 name = client.get(key)
                 found.extend(w for w in workers if name is not None and w.named(name.decode()))
@@ -293,7 +293,7 @@ def test_a_full_queue_is_a_429_with_retry_after(
     api = _queue_server(make_server, redis_server.url, max_queue_depth=2)
     client = redis_server.client()
     pending = _background(api.url, [_sleep(3, "a"), _sleep(3.01, "b")])
-    poll(lambda: bool(client.hlen(wire.INFLIGHT_KEY)), timeout=30, every=0.02)
+    poll(lambda: bool(client.hlen(keys.INFLIGHT_KEY)), timeout=30, every=0.02)
     refused = _post(api.url, [_sleep(0, "c")])
     assert refused.status_code == 429
     assert refused.headers["Retry-After"] == "1"
@@ -375,7 +375,7 @@ def test_proctor_serve_queue_and_a_worker_that_stops_on_sigterm(
         worker.signal(signal.SIGTERM)
         assert worker.process.wait(timeout=60) == 0
         # Withdrawn at once, not when its liveness expires: the API's next look says so.
-        poll(lambda: status_of(url + "/readyz") == 503, timeout=wire.ALIVE_TTL_S)
+        poll(lambda: status_of(url + "/readyz") == 503, timeout=timings.ALIVE_TTL_S)
     finally:
         serve.terminate()
         serve.wait(timeout=60)

@@ -1,11 +1,15 @@
-"""How items get to scorers: the dispatch protocol, its types, and the one factory that picks a
-backend from the settings. The rest of the service imports nothing else from this package."""
+"""How items get to scorers: the dispatch protocol and its types, and the embedded backend
+(`local`: worker processes and a sandbox pool in this process).
+
+Its modules are imported directly where they serve: `base` (the protocol, for the service and
+queue mode), `fair` and `threads` (fair queues, for sampling, runs and queue mode's grants),
+`outcomes` (queue mode's batches resolve items as the pool does), and `local` (made by the app
+factory, `service.main`, and hosted by queue mode's worker, `service.queue.worker`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reward_specs import Registry
 from reward_specs.lazy import lazy_import
 from service.dispatch import processes
 from service.dispatch.base import (
@@ -17,13 +21,12 @@ from service.dispatch.base import (
 )
 from service.settings import Settings
 
-# The backends are imported when a service picks one (reward_specs.lazy): a pool's fork server
-# and workers import this package, and need neither RQ nor the sandbox backends.
+# The embedded backend is imported when a service picks it (reward_specs.lazy): a pool's fork
+# server and workers import this package, and need neither RQ nor the sandbox backends.
 if TYPE_CHECKING:
-    from service.dispatch import local, queue
+    from service.dispatch import local
 else:
     local = lazy_import("service.dispatch.local")
-    queue = lazy_import("service.dispatch.queue")
 
 __all__ = [
     "DispatchRefused",
@@ -31,18 +34,9 @@ __all__ = [
     "Dispatcher",
     "Overloaded",
     "Unavailable",
-    "make_dispatcher",
+    "local",
     "prepare",
 ]
-
-
-def make_dispatcher(settings: Settings, registry: Registry) -> Dispatcher:
-    """The backend `settings` asks for: with a `queue_url`, RQ queues served by `proctor worker`s
-    (service.dispatch.queue); without, the embedded default (worker processes and a sandbox pool
-    in this process)."""
-    if settings.queue_url is not None:
-        return queue.QueueDispatcher(settings, registry)
-    return local.LocalDispatcher(settings, registry)
 
 
 def prepare(settings: Settings) -> None:

@@ -36,9 +36,9 @@ from rq.job import Job
 from reward_specs import Item, Outcome
 from service.dispatch.base import Unavailable
 from service.dispatch.outcomes import POISON_MESSAGE, OutcomeLedger
-from service.dispatch.queue import wire
-from service.dispatch.queue.grants import Grants
 from service.logs import request_id
+from service.queue import keys, timings, transport
+from service.queue.grants import Grants
 
 WAKE_S = 0.1
 """How often a batch waiting for results looks for chunks granted to it by other threads."""
@@ -111,7 +111,7 @@ class BatchRun:
         grants: Grants,
         on_done: Callable[[int], None] | None = None,
         tenant: str = "",
-        queue_of: Callable[[str], str] = wire.queue_name,
+        queue_of: Callable[[str], str] = keys.queue_name,
     ) -> None:
         """`items` are the batch's items (all of domains that have a queue), `deadline` a
         `time.monotonic()` instant; `chunk_items(domain, n)` is the job size for `n` items of a
@@ -126,7 +126,7 @@ class BatchRun:
         self.items = items
         self.deadline = deadline
         self.deadline_at = 0.0
-        """The deadline on Redis's clock (`wire.server_time`), set by `clock` before `run`."""
+        """The deadline on Redis's clock (`transport.server_time`), set by `clock` before `run`."""
         self.alive = alive
         self.queue_wait_s = queue_wait_s
         self.counters = counters
@@ -188,24 +188,24 @@ class BatchRun:
 
     def run(self) -> list[Outcome]:
         """Block until every item has its outcome (or the deadline, or `cancelled`)."""
-        key = wire.results_key(self.batch_id)
+        key = keys.results_key(self.batch_id)
         try:
             self._offer(self._chunks)
             checked = time.monotonic()
             while not self.outcomes.complete and not self.cancelled.is_set():
                 self._send_granted()
                 now = time.monotonic()
-                if now >= self.deadline + wire.RESULT_GRACE_S:
+                if now >= self.deadline + timings.RESULT_GRACE_S:
                     break
-                wait = min(WAKE_S, self.deadline + wire.RESULT_GRACE_S - now)
+                wait = min(WAKE_S, self.deadline + timings.RESULT_GRACE_S - now)
                 popped = self.client.blpop([key], timeout=max(0.01, wait))
                 if popped is not None:
                     self._take(popped[1])
-                if time.monotonic() - checked >= wire.LEASE_CHECK_S:
+                if time.monotonic() - checked >= timings.LEASE_CHECK_S:
                     self._check_chunks()
                     checked = time.monotonic()
             self.client.delete(key)
-        except wire.REDIS_ERRORS as exc:
+        except transport.REDIS_ERRORS as exc:
             raise Unavailable(
                 f"the queue (Redis) became unreachable during this batch: {exc}; "
                 "nothing of the batch is returned, retry once the queue is back"
@@ -242,7 +242,7 @@ class BatchRun:
 
     def _drain(self) -> None:
         """Take every result already pushed, without waiting."""
-        key = wire.results_key(self.batch_id)
+        key = keys.results_key(self.batch_id)
         while True:
             payload = self.client.lpop(key)
             if payload is None:
@@ -262,7 +262,7 @@ class BatchRun:
             chunk.job_id = f"proctor-{self.batch_id}-{self._jobs}"
             tasks = [(p, self.items[p]) for p in chunk.positions]
             data = Queue.prepare_data(
-                wire.JOB_FUNCTION,
+                keys.JOB_FUNCTION,
                 args=(
                     self.batch_id,
                     chunk.job_id,
@@ -275,7 +275,7 @@ class BatchRun:
                 timeout=remaining_s + 60,
                 ttl=remaining_s,
                 result_ttl=0,
-                failure_ttl=int(wire.KEEP_S) * 10,
+                failure_ttl=int(timings.KEEP_S) * 10,
                 description=f"proctor chunk of {len(tasks)} {chunk.domain} items",
             )
             by_queue.setdefault(chunk.domain, []).append(data)
@@ -293,8 +293,8 @@ class BatchRun:
             return
         with self.client.pipeline(transaction=False) as pipe:
             for chunk in open_chunks:
-                pipe.exists(wire.claim_key(chunk.job_id))
-                pipe.exists(wire.lease_key(chunk.job_id))
+                pipe.exists(keys.claim_key(chunk.job_id))
+                pipe.exists(keys.lease_key(chunk.job_id))
                 pipe.hget(Job.key_for(chunk.job_id), "status")
             answers = pipe.execute()
         now = time.monotonic()
@@ -312,7 +312,7 @@ class BatchRun:
                 chunk.unclaimed_since = None
             elif chunk.unclaimed_since is None:
                 chunk.unclaimed_since = now
-            elif now - chunk.unclaimed_since >= wire.LEASE_TTL_S:
+            elif now - chunk.unclaimed_since >= timings.LEASE_TTL_S:
                 unclaimed.append(chunk)
         if lapsed or unclaimed:
             self._drain()  # a chunk that finished pushed its results before it dropped its lease

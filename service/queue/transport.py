@@ -1,19 +1,5 @@
-"""What the API side and the workers of queue mode share: Redis key names, timings, the job
-function's name and how to connect. Every default of queue mode is here (as rq's `defaults.py`).
-
-Keys (all under `proctor:`), besides RQ's own (`rq:queue:proctor-<domain>`, and
-`rq:queue:proctor-code@<digest>` for code, one per environment; jobs, registries):
-
-- `proctor:alive:<worker>`: a worker's `WorkerReport` (the domains it serves, its sandbox's
-  environment digest, its pool's counts), while it is alive and warm (expires `ALIVE_TTL_S`
-  after its last refresh), and `proctor:workers`, the set of workers that have said so (the
-  API side drops those whose key has expired);
-- `proctor:claim:<job>`: the worker that took a chunk's job (kept until the batch is over);
-- `proctor:lease:<job>`: held while that worker scores the chunk (expires `LEASE_TTL_S` after its
-  last refresh): a claim without a lease is a chunk whose worker is gone;
-- `proctor:results:<batch>`: the list a batch's outcomes are pushed on, one entry per chunk;
-- `proctor:inflight`: batch -> "<items> <expiry>", the items waiting for a result (the queue
-  depth `max_queue_depth` bounds), across API replicas.
+"""How queue mode talks to Redis: connecting (failing fast), the shared clock, a URL without its
+password, what an unreachable Redis raises, and the report a live worker publishes.
 
 Payloads are pickled (RQ's default serializer pickles job arguments too): Redis is part of the
 trusted deployment, since whoever can write to it runs code in the workers.
@@ -30,48 +16,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from service.dispatch.base import DispatchStats
+from service.queue.timings import SOCKET_TIMEOUT_S
 
-__all__ = [
-    "ALIVE_REFRESH_S",
-    "ALIVE_TTL_S",
-    "INFLIGHT_KEY",
-    "JOB_FUNCTION",
-    "KEEP_S",
-    "LEASE_CHECK_S",
-    "LEASE_REFRESH_S",
-    "LEASE_TTL_S",
-    "REDIS_ERRORS",
-    "RESULT_GRACE_S",
-    "WORKERS_KEY",
-    "WorkerReport",
-    "alive_key",
-    "claim_key",
-    "connect",
-    "lease_key",
-    "queue_name",
-    "redacted",
-    "results_key",
-    "server_time",
-]
+__all__ = ["REDIS_ERRORS", "WorkerReport", "connect", "redacted", "server_time"]
 
-LEASE_TTL_S = 3.0
-"""A chunk whose worker has not refreshed its lease for this long is taken to be lost and is
-re-enqueued (RQ itself notices a dead worker only when its heartbeat key expires, minutes)."""
-LEASE_REFRESH_S = 0.5
-"""How often a worker refreshes the leases of the chunks it holds."""
-LEASE_CHECK_S = 0.5
-"""How often the API side looks for lapsed leases of a batch's chunks."""
-ALIVE_TTL_S = 3.0
-"""A worker that has not said it is alive for this long no longer counts (readiness, routing)."""
-ALIVE_REFRESH_S = 1.0
-RESULT_GRACE_S = 2.0
-"""How long past a deadline the API still waits for a worker's own answer (which resolves late
-items itself) before it resolves them."""
-KEEP_S = 60.0
-"""How long a batch's keys outlive its deadline (a late worker's results expire with them)."""
-SOCKET_TIMEOUT_S = 5.0
-"""No Redis command waits longer than this for an answer (blocking pops wait less)."""
-JOB_FUNCTION = "service.dispatch.queue.host.score_chunk"
 
 REDIS_ERRORS = (redis.RedisError,)
 """What a Redis that is unreachable (down, restarting, partitioned) or unable to serve (out of
@@ -138,35 +86,6 @@ class WorkerReport:
                        environments=environments)  # fmt: skip
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
-
-
-def queue_name(domain: str, environment: str | None = None) -> str:
-    """The RQ queue of a domain's chunks (one queue per domain, so workers can pick domains);
-    a sandboxed domain's chunks go on one queue per environment digest, so that only workers
-    whose sandbox has that digest take them."""
-    if environment is None:
-        return f"proctor-{domain}"
-    return f"proctor-{domain}@{environment}"
-
-
-def alive_key(worker: str) -> str:
-    return f"proctor:alive:{worker}"
-
-
-def claim_key(job_id: str) -> str:
-    return f"proctor:claim:{job_id}"
-
-
-def lease_key(job_id: str) -> str:
-    return f"proctor:lease:{job_id}"
-
-
-def results_key(batch_id: str) -> str:
-    return f"proctor:results:{batch_id}"
-
-
-INFLIGHT_KEY = "proctor:inflight"
-WORKERS_KEY = "proctor:workers"
 
 
 def connect(url: str) -> redis.Redis:

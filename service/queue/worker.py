@@ -8,7 +8,7 @@ runs RQ's non-forking `SimpleWorker` loops on threads (`worker_concurrency` of t
 each chunk to it; each chunk is spread over all the pool's processes. RQ still owns the queues,
 the job records and the registries (`rq info` shows these workers).
 
-A chunk is claimed in Redis when it starts and leased while it is scored (`wire`): a worker that
+A chunk is claimed in Redis when it starts and leased while it is scored (`keys`): a worker that
 is killed, stopped or cut off stops refreshing its leases, and the API re-runs its chunks within
 seconds, without waiting for RQ's heartbeat expiry. The worker says it is alive (and which
 domains it serves, and its sandbox's environment digest) only while its pool is ready; it takes
@@ -36,8 +36,8 @@ from rq.timeouts import BaseDeathPenalty
 
 from reward_specs import Item, Outcome, Registry, Spec
 from service.dispatch.local import LocalDispatcher
-from service.dispatch.queue import wire
 from service.loading import load_all_specs, load_registry
+from service.queue import keys, timings, transport
 from service.settings import Settings
 from service.tenancy import set_tenant
 
@@ -57,7 +57,7 @@ def score_chunk(
     deadline: float,
     tenant: str = "",
 ) -> int:
-    """RQ's job function (`wire.JOB_FUNCTION`): score `tasks` ((position, item) pairs) and push
+    """RQ's job function (`keys.JOB_FUNCTION`): score `tasks` ((position, item) pairs) and push
     their outcomes on the batch's result list. `deadline` is an instant on Redis's clock;
     `tenant` whose the batch is (the host's dispatcher shares its processes among tenants)."""
     if _host is None:
@@ -115,7 +115,7 @@ class WorkerHost:
         self.registry = Registry([s for s in registry if s.domain in chosen])
         self._full_registry = registry
         self.name = f"{socket.gethostname()}-{os.getpid()}"
-        self.client = wire.connect(settings.queue_url)
+        self.client = transport.connect(settings.queue_url)
         self.dispatcher = LocalDispatcher(settings, self.registry)
         self._loop = asyncio.new_event_loop()
         self._leases: set[str] = set()
@@ -140,10 +140,10 @@ class WorkerHost:
         self._stopping.set()
         try:
             with self.client.pipeline() as pipe:
-                pipe.delete(wire.alive_key(self.name))
-                pipe.srem(wire.WORKERS_KEY, self.name)
+                pipe.delete(keys.alive_key(self.name))
+                pipe.srem(keys.WORKERS_KEY, self.name)
                 pipe.execute()
-        except wire.REDIS_ERRORS:
+        except transport.REDIS_ERRORS:
             log.warning("could not withdraw this worker from the queue (it expires by itself)")
         asyncio.run_coroutine_threadsafe(self.dispatcher.stop(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -157,29 +157,29 @@ class WorkerHost:
         """Refresh the leases of the chunks held, and say this worker is alive while it is
         ready; a Redis that is down is retried, never fatal."""
         said_alive = 0.0
-        while not self._stopping.wait(wire.LEASE_REFRESH_S):
+        while not self._stopping.wait(timings.LEASE_REFRESH_S):
             try:
                 with self._lock:
                     held = list(self._leases)
                 with self.client.pipeline(transaction=False) as pipe:
                     for job_id in held:  # XX: a lease dropped meanwhile stays dropped
-                        pipe.set(wire.lease_key(job_id), 1, px=_ms(wire.LEASE_TTL_S), xx=True)
-                    if time.monotonic() - said_alive >= wire.ALIVE_REFRESH_S:
+                        pipe.set(keys.lease_key(job_id), 1, px=_ms(timings.LEASE_TTL_S), xx=True)
+                    if time.monotonic() - said_alive >= timings.ALIVE_REFRESH_S:
                         ready = self.ready()
-                        key = wire.alive_key(self.name)
+                        key = keys.alive_key(self.name)
                         if ready:
                             stats = self.dispatcher.stats()
                             loops = self.settings.worker_concurrency
-                            report = wire.WorkerReport.of(
+                            report = transport.WorkerReport.of(
                                 tuple(self.domains), stats, loops, self.environments
                             )
-                            pipe.set(key, report.encode(), px=_ms(wire.ALIVE_TTL_S))
-                            pipe.sadd(wire.WORKERS_KEY, self.name)
+                            pipe.set(key, report.encode(), px=_ms(timings.ALIVE_TTL_S))
+                            pipe.sadd(keys.WORKERS_KEY, self.name)
                         else:
                             pipe.delete(key)
                         said_alive = time.monotonic()
                     pipe.execute()
-            except wire.REDIS_ERRORS as exc:
+            except transport.REDIS_ERRORS as exc:
                 log.warning("the queue is unreachable (%s); retrying", exc)
             except Exception:  # a bug of ours: were this thread gone, every lease would lapse
                 log.exception("the worker's beat failed; it goes on")
@@ -193,13 +193,13 @@ class WorkerHost:
         deadline: float,
         tenant: str = "",
     ) -> int:
-        remaining = deadline - wire.server_time(self.client)
+        remaining = deadline - transport.server_time(self.client)
         if remaining <= 0:
             return 0  # the API side has answered these items already
-        keep = _ms(remaining + wire.KEEP_S)
+        keep = _ms(remaining + timings.KEEP_S)
         with self.client.pipeline() as pipe:
-            pipe.set(wire.claim_key(job_id), self.name, px=keep)
-            pipe.set(wire.lease_key(job_id), 1, px=_ms(wire.LEASE_TTL_S))
+            pipe.set(keys.claim_key(job_id), self.name, px=keep)
+            pipe.set(keys.lease_key(job_id), 1, px=_ms(timings.LEASE_TTL_S))
             pipe.execute()
         with self._lock:
             self._leases.add(job_id)
@@ -210,11 +210,11 @@ class WorkerHost:
             with self._lock:
                 self._leases.discard(job_id)
         payload = pickle.dumps([(p, o) for (p, _), o in zip(tasks, outcomes, strict=True)])
-        key = wire.results_key(batch_id)
+        key = keys.results_key(batch_id)
         with self.client.pipeline() as pipe:  # one transaction: results first, then the lease
             pipe.rpush(key, payload)
             pipe.pexpire(key, keep)
-            pipe.delete(wire.lease_key(job_id))
+            pipe.delete(keys.lease_key(job_id))
             pipe.execute()
         return len(tasks)
 
@@ -261,7 +261,7 @@ def run_worker(settings: Settings, domains: Sequence[str] | None = None) -> int:
     loops = _Loops(host, settings.worker_concurrency)
     signal.signal(signal.SIGTERM, loops.request_stop)
     signal.signal(signal.SIGINT, loops.request_stop)
-    url = wire.redacted(settings.queue_url or "")
+    url = transport.redacted(settings.queue_url or "")
     log.info(
         "worker %s serving %s on %s%s", host.name, host.domains, url,
         "".join(f", {d} environment {e}" for d, e in sorted(host.environments.items())),
@@ -281,7 +281,7 @@ class _Loops:
     def __init__(self, host: WorkerHost, n: int) -> None:
         self.host = host
         self.queues = [
-            Queue(wire.queue_name(d, host.environments.get(d)), connection=host.client)
+            Queue(keys.queue_name(d, host.environments.get(d)), connection=host.client)
             for d in host.domains
         ]
         self.stop = threading.Event()

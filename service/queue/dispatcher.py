@@ -11,7 +11,7 @@ queue depths, for readiness, metrics and routing; admission reads Redis itself.
 
 Code chunks go only to workers whose sandbox has the API's code environment (its content
 digest, `reward_specs.code.environment`, which is in the code domain's spec hash): they go on
-that digest's queue (`wire.queue_name`), which only such workers take from. The digest is
+that digest's queue (`keys.queue_name`), which only such workers take from. The digest is
 `settings.code_environment` if set, else the one the first live code workers report (the most
 of them), kept for the process's life. A live code worker with another digest gets no code
 chunk; `/readyz` says `code_environment: false` while there is one.
@@ -42,10 +42,10 @@ from service.dispatch.base import (
     Unavailable,
     sandboxed_domains,
 )
-from service.dispatch.queue import wire
-from service.dispatch.queue.batch import BatchRun, Counters, chunk_size
-from service.dispatch.queue.grants import Grants
 from service.logs import request_id
+from service.queue import keys, timings, transport
+from service.queue.batch import BatchRun, Counters, chunk_size
+from service.queue.grants import Grants
 from service.settings import Settings
 from service.tenancy import tenant
 
@@ -71,7 +71,7 @@ MAX_BATCH_THREADS = 256
 class _View:
     reachable: bool = False
     error: str | None = "not checked yet"
-    workers: dict[str, wire.WorkerReport] = field(default_factory=dict)
+    workers: dict[str, transport.WorkerReport] = field(default_factory=dict)
     """Live worker -> what it last said of itself."""
     depth: dict[str, int] = field(default_factory=dict)
     """Domain -> chunks waiting in its queue."""
@@ -80,7 +80,7 @@ class _View:
     expected: dict[str, str] = field(default_factory=dict)
     """Sandboxed domain -> the environment digest its workers must have (once known)."""
 
-    def serves(self, report: wire.WorkerReport, domain: str) -> bool:
+    def serves(self, report: transport.WorkerReport, domain: str) -> bool:
         """Whether a worker takes `domain`'s chunks: it serves the domain, and for a sandboxed
         one its environment is the expected one."""
         if domain not in report.domains:
@@ -116,11 +116,11 @@ class QueueDispatcher:
             raise ValueError("the queue backend needs settings.queue_url")
         self.settings = settings
         self.registry = registry
-        self.url = wire.redacted(settings.queue_url)
-        self.client = wire.connect(settings.queue_url)
+        self.url = transport.redacted(settings.queue_url)
+        self.client = transport.connect(settings.queue_url)
         self.counters = Counters()
         self._queues = {
-            s.domain: Queue(wire.queue_name(s.domain), connection=self.client) for s in registry
+            s.domain: Queue(keys.queue_name(s.domain), connection=self.client) for s in registry
         }
         self._sandboxed = frozenset(sandboxed_domains(registry))
         pinned = settings.code_environment
@@ -152,14 +152,14 @@ class QueueDispatcher:
             workers = self._live_workers()
             self._adopt(workers)
             view = _View(True, None, workers, self._depths(), self._sandboxed, self._expected)
-        except wire.REDIS_ERRORS as exc:
+        except transport.REDIS_ERRORS as exc:
             view = _View(
                 False, f"{type(exc).__name__}: {exc}", {}, {}, self._sandboxed, self._expected
             )
         self._view = view
         self._warn_of_strangers(view)
 
-    def _adopt(self, workers: dict[str, wire.WorkerReport]) -> None:
+    def _adopt(self, workers: dict[str, transport.WorkerReport]) -> None:
         """With no `code_environment` set: take, for each sandboxed domain not yet known, the
         environment most of its live workers report (then the first in order), for good."""
         with self._adopting:  # the monitor and the batch threads' admissions alike
@@ -188,20 +188,20 @@ class QueueDispatcher:
 
     def _queue_of(self, domain: str) -> str:
         """The RQ queue of `domain`'s chunks: for a sandboxed domain, its environment's."""
-        return wire.queue_name(domain, self._expected.get(domain))
+        return keys.queue_name(domain, self._expected.get(domain))
 
-    def _live_workers(self) -> dict[str, wire.WorkerReport]:
+    def _live_workers(self) -> dict[str, transport.WorkerReport]:
         """Live worker -> its report; forgets the workers that are gone."""
-        names = sorted(_text(name) for name in self.client.smembers(wire.WORKERS_KEY))
+        names = sorted(_text(name) for name in self.client.smembers(keys.WORKERS_KEY))
         if not names:
             return {}
-        values = self.client.mget([wire.alive_key(name) for name in names])
+        values = self.client.mget([keys.alive_key(name) for name in names])
         gone = [name for name, value in zip(names, values, strict=True) if value is None]
         if gone:
-            self.client.srem(wire.WORKERS_KEY, *gone)
+            self.client.srem(keys.WORKERS_KEY, *gone)
         reports = {}
         for name, value in zip(names, values, strict=True):
-            report = None if value is None else wire.WorkerReport.decode(value)
+            report = None if value is None else transport.WorkerReport.decode(value)
             if report is not None:
                 reports[name] = report
         return reports
@@ -330,7 +330,7 @@ class QueueDispatcher:
         n = len(batch.items)
         domains = sorted({item.domain for item in batch.items})
         try:
-            now = wire.server_time(self.client)
+            now = transport.server_time(self.client)
             batch.clock(now)
             waiting = self._waiting_items(now)
             limit = self.settings.max_queue_depth
@@ -359,9 +359,9 @@ class QueueDispatcher:
                         retry_after_s=max(1, math.ceil(self.settings.queue_wait_s)),
                     )
                 time.sleep(0.1)
-            expiry = batch.deadline_at + wire.KEEP_S
-            self.client.hset(wire.INFLIGHT_KEY, batch.batch_id, f"{n} {expiry}")
-        except wire.REDIS_ERRORS as exc:
+            expiry = batch.deadline_at + timings.KEEP_S
+            self.client.hset(keys.INFLIGHT_KEY, batch.batch_id, f"{n} {expiry}")
+        except transport.REDIS_ERRORS as exc:
             raise Unavailable(
                 f"the queue at {self.url} is unreachable ({type(exc).__name__}: {exc})"
             ) from exc
@@ -386,7 +386,7 @@ class QueueDispatcher:
         """Items of batches waiting for results (any API replica) at `now` (Redis's clock);
         forgets expired entries."""
         waiting, expired = 0, []
-        for batch_id, value in self.client.hgetall(wire.INFLIGHT_KEY).items():
+        for batch_id, value in self.client.hgetall(keys.INFLIGHT_KEY).items():
             try:
                 count, expiry = _text(value).split()
                 if float(expiry) < now:
@@ -396,15 +396,15 @@ class QueueDispatcher:
             except ValueError:  # not ours: ignored, and dropped
                 expired.append(batch_id)
         if expired:
-            self.client.hdel(wire.INFLIGHT_KEY, *expired)
+            self.client.hdel(keys.INFLIGHT_KEY, *expired)
         return waiting
 
     def _run_admitted(self, batch: BatchRun) -> list[Outcome]:
         try:
             return batch.run()
         finally:
-            with contextlib.suppress(*wire.REDIS_ERRORS):  # it expires by itself otherwise
-                self.client.hdel(wire.INFLIGHT_KEY, batch.batch_id)
+            with contextlib.suppress(*transport.REDIS_ERRORS):  # it expires by itself otherwise
+                self.client.hdel(keys.INFLIGHT_KEY, batch.batch_id)
 
 
 def _text(value: bytes | str) -> str:

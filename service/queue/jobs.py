@@ -7,10 +7,11 @@ finished job joins `proctor:jobs:finished` (a sorted set by end time, its result
 in `proctor:jobs:finished-bytes`), which each end trims to the store's `FinishedLimits`, oldest
 first: Redis holds at most that many finished jobs and bytes of results, whatever the replicas.
 The replica that took the job runs it and holds its lease (`proctor:job-lease:<id>`, refreshed every
-second, lapsing after `LEASE_TTL_S`); the request body is kept beside it while it runs. A replica
-that finds a running job with no lease (its replica was killed or stopped) takes the lease and runs
-the job again from the body: a job is never lost, and its verdicts are the same, though its progress
-starts again from 0. A client's DELETE reaches the running replica through a flag on the hash.
+second, lapsing after `timings.JOB_LEASE_TTL_S`); the request body is kept beside it while it
+runs. A replica that finds a running job with no lease (its replica was killed or stopped) takes
+the lease and runs the job again from the body: a job is never lost, and its verdicts are the
+same, though its progress starts again from 0. A client's DELETE reaches the running replica
+through a flag on the hash.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.dispatch.base import Unavailable
-from service.dispatch.queue import wire
 from service.jobs import (
     FinishedLimits,
     Job,
@@ -35,35 +35,15 @@ from service.jobs import (
     encode_result,
     status_json,
 )
+from service.queue import keys, timings, transport
 from service.schemas import ErrorInfo, JobState, JobStatus
 from service.tenancy import OPEN_TENANT, tenant
 
-__all__ = ["LEASE_TTL_S", "RedisJobStore"]
+__all__ = ["RedisJobStore"]
 
 log = logging.getLogger(__name__)
 
-LEASE_TTL_S = 5.0
-"""A running job whose replica has not refreshed its lease for this long is taken over."""
-REFRESH_S = 1.0
-"""How often the running replica writes progress and refreshes its lease, and how often each
-replica looks for jobs to take over."""
-_RUNNING = "proctor:jobs:running"
-_FINISHED = "proctor:jobs:finished"
-_FINISHED_BYTES = "proctor:jobs:finished-bytes"
-_JOB_PREFIX = "proctor:job:"
 _CANCELLED = ErrorInfo(code="cancelled", message="the job was cancelled by a client")
-
-
-def _job_key(job_id: str) -> str:
-    return f"{_JOB_PREFIX}{job_id}"
-
-
-def _lease_key(job_id: str) -> str:
-    return f"proctor:job-lease:{job_id}"
-
-
-def _body_key(job_id: str) -> str:
-    return f"proctor:job-body:{job_id}"
 
 
 _TRIM = """
@@ -113,7 +93,7 @@ class RedisJobStore:
         """`runner_for(body)` makes the job's runner from its request body (taking a job over
         needs nothing but what Redis kept). `max_jobs` counts across replicas; the running
         jobs' request bytes (`max_running_bytes`) are this process's."""
-        self.client = wire.connect(url)
+        self.client = transport.connect(url)
         self.runner_for = runner_for
         self.max_jobs = max_jobs
         self.limits = finished
@@ -127,11 +107,11 @@ class RedisJobStore:
     async def _redis(self, call: Callable[[], Any]) -> Any:
         try:
             return await asyncio.to_thread(call)
-        except wire.REDIS_ERRORS as exc:
+        except transport.REDIS_ERRORS as exc:
             raise Unavailable(f"the job store (Redis) is unreachable: {exc}", 5) from exc
 
     async def start(self, total: int, runner: Runner, body: bytes = b"") -> Job:
-        if await self._redis(lambda: self.client.scard(_RUNNING)) >= self.max_jobs:
+        if await self._redis(lambda: self.client.scard(keys.RUNNING_JOBS_KEY)) >= self.max_jobs:
             raise TooManyJobs(f"{self.max_jobs} jobs are already running; retry later", 5)
         self._running.check(len(body), 5)
         job = Job(id=secrets.token_hex(12), total=total, tenant=tenant(), body_bytes=len(body))
@@ -139,13 +119,13 @@ class RedisJobStore:
         def record() -> None:
             pipe = self.client.pipeline()
             pipe.hset(
-                _job_key(job.id),
+                keys.job_key(job.id),
                 mapping={"status": "queued", "total": total, "done": 0, "tenant": job.tenant},
             )
-            pipe.expire(_job_key(job.id), int(self.body_ttl_s))
-            pipe.set(_body_key(job.id), body, ex=int(self.body_ttl_s))
-            pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
-            pipe.sadd(_RUNNING, job.id)
+            pipe.expire(keys.job_key(job.id), int(self.body_ttl_s))
+            pipe.set(keys.job_body_key(job.id), body, ex=int(self.body_ttl_s))
+            pipe.set(keys.job_lease_key(job.id), self.owner, px=int(timings.JOB_LEASE_TTL_S * 1000))
+            pipe.sadd(keys.RUNNING_JOBS_KEY, job.id)
             pipe.execute()
 
         await self._redis(record)
@@ -170,8 +150,8 @@ class RedisJobStore:
             if job.error is _CANCELLED:  # by a client: recorded; else this replica stops
                 await self._finish(job.id, "cancelled", error=job.error)
             else:  # the lease goes with it, and another replica takes the job over
-                with contextlib.suppress(*wire.REDIS_ERRORS):
-                    await asyncio.to_thread(self.client.delete, _lease_key(job.id))
+                with contextlib.suppress(*transport.REDIS_ERRORS):
+                    await asyncio.to_thread(self.client.delete, keys.job_lease_key(job.id))
             raise
         except Exception as exc:  # recorded on the job and logged: never lost
             log.exception("job %s failed", job.id)
@@ -185,13 +165,14 @@ class RedisJobStore:
     def _refresh(self, job: Job) -> Any:
         """Write the job's progress and renew its lease; the client's cancel flag, if set."""
         pipe = self.client.pipeline()
-        pipe.hset(_job_key(job.id), mapping={"status": "running", "done": job.completed})
-        pipe.set(_lease_key(job.id), self.owner, px=int(LEASE_TTL_S * 1000))
-        pipe.hget(_job_key(job.id), "cancel")
+        pipe.hset(keys.job_key(job.id), mapping={"status": "running", "done": job.completed})
+        pipe.set(keys.job_lease_key(job.id), self.owner, px=int(timings.JOB_LEASE_TTL_S * 1000))
+        pipe.hget(keys.job_key(job.id), "cancel")
         return pipe.execute()[-1]
 
     async def _beat(self, job: Job) -> None:
-        """Progress and the lease, every `REFRESH_S`; a client's cancel flag stops the job."""
+        """Progress and the lease, every `timings.JOB_REFRESH_S`; a client's cancel flag stops the
+        job."""
         while True:
             try:
                 if await asyncio.to_thread(self._refresh, job) and job.task is not None:
@@ -199,9 +180,9 @@ class RedisJobStore:
                     job.error = _CANCELLED
                     job.task.cancel()
                     return
-            except wire.REDIS_ERRORS as exc:
+            except transport.REDIS_ERRORS as exc:
                 log.warning("job %s: cannot reach Redis (%s); it goes on", job.id, exc)
-            await asyncio.sleep(REFRESH_S)
+            await asyncio.sleep(timings.JOB_REFRESH_S)
 
     async def _finish(
         self,
@@ -226,31 +207,33 @@ class RedisJobStore:
         def write() -> None:
             now = time.time()
             pipe = self.client.pipeline()
-            pipe.hset(_job_key(job_id), mapping=fields)
-            pipe.expire(_job_key(job_id), max(1, int(limits.ttl_s)))
-            pipe.delete(_body_key(job_id), _lease_key(job_id))
-            pipe.srem(_RUNNING, job_id)
-            pipe.zadd(_FINISHED, {job_id: now})
-            pipe.hset(_FINISHED_BYTES, job_id, len(result or b""))
+            pipe.hset(keys.job_key(job_id), mapping=fields)
+            pipe.expire(keys.job_key(job_id), max(1, int(limits.ttl_s)))
+            pipe.delete(keys.job_body_key(job_id), keys.job_lease_key(job_id))
+            pipe.srem(keys.RUNNING_JOBS_KEY, job_id)
+            pipe.zadd(keys.FINISHED_JOBS_KEY, {job_id: now})
+            pipe.hset(keys.FINISHED_BYTES_KEY, job_id, len(result or b""))
             args: list[float | int | str] = [
                 now - limits.ttl_s,
                 limits.count,
                 limits.bytes,
-                _JOB_PREFIX,
+                keys.JOB_PREFIX,
             ]
-            self._trim(keys=[_FINISHED, _FINISHED_BYTES], args=args, client=pipe)
+            self._trim(
+                keys=[keys.FINISHED_JOBS_KEY, keys.FINISHED_BYTES_KEY], args=args, client=pipe
+            )
             pipe.execute()
 
         for attempt in range(30):  # a finished job's result must not be lost to a Redis blip
             try:
                 await asyncio.to_thread(write)
                 return
-            except wire.REDIS_ERRORS as exc:
+            except transport.REDIS_ERRORS as exc:
                 log.warning("job %s: cannot record its end (%s); retrying", job_id, exc)
                 await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
 
     async def get(self, job_id: str) -> _Snapshot | None:
-        fields = await self._redis(lambda: self.client.hgetall(_job_key(job_id)))
+        fields = await self._redis(lambda: self.client.hgetall(keys.job_key(job_id)))
         if not fields:
             return None
         result = fields.pop(b"result", None)
@@ -285,55 +268,55 @@ class RedisJobStore:
             local.task.cancel()
             await asyncio.gather(local.task, return_exceptions=True)
         else:
-            await self._redis(lambda: self.client.hset(_job_key(job_id), "cancel", 1))
-            deadline = time.monotonic() + LEASE_TTL_S + 2 * REFRESH_S
+            await self._redis(lambda: self.client.hset(keys.job_key(job_id), "cancel", 1))
+            deadline = time.monotonic() + timings.JOB_LEASE_TTL_S + 2 * timings.JOB_REFRESH_S
             while time.monotonic() < deadline:
                 now = await self.get(job_id)
                 if now is None or now.status.status == "cancelled":
                     break
-                await asyncio.sleep(REFRESH_S / 4)
+                await asyncio.sleep(timings.JOB_REFRESH_S / 4)
         return await self.get(job_id) or job
 
     def _forget(self, job_id: str) -> None:
         pipe = self.client.pipeline()
-        pipe.delete(_job_key(job_id))
-        pipe.zrem(_FINISHED, job_id)
-        pipe.hdel(_FINISHED_BYTES, job_id)
+        pipe.delete(keys.job_key(job_id))
+        pipe.zrem(keys.FINISHED_JOBS_KEY, job_id)
+        pipe.hdel(keys.FINISHED_BYTES_KEY, job_id)
         pipe.execute()
 
     async def _take_over_loop(self) -> None:
         while True:
             try:
                 await self._take_over()
-            except wire.REDIS_ERRORS as exc:
+            except transport.REDIS_ERRORS as exc:
                 log.warning("cannot look for jobs to take over (%s)", exc)
             except Exception:  # a bug of ours must not stop the loop
                 log.exception("looking for jobs to take over failed; it goes on")
-            await asyncio.sleep(REFRESH_S)
+            await asyncio.sleep(timings.JOB_REFRESH_S)
 
     async def _take_over(self) -> None:
-        running = await asyncio.to_thread(self.client.smembers, _RUNNING)
+        running = await asyncio.to_thread(self.client.smembers, keys.RUNNING_JOBS_KEY)
         for raw_id in running:
             job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
             if job_id in self._local:
                 continue
             won = await asyncio.to_thread(
                 self.client.set,
-                _lease_key(job_id),
+                keys.job_lease_key(job_id),
                 self.owner,
                 nx=True,
-                px=int(LEASE_TTL_S * 1000),
+                px=int(timings.JOB_LEASE_TTL_S * 1000),
             )
             if not won:
                 continue  # alive elsewhere, or another replica just took it
-            body = await asyncio.to_thread(self.client.get, _body_key(job_id))
-            total = await asyncio.to_thread(self.client.hget, _job_key(job_id), "total")
+            body = await asyncio.to_thread(self.client.get, keys.job_body_key(job_id))
+            total = await asyncio.to_thread(self.client.hget, keys.job_key(job_id), "total")
             if body is None or total is None:
                 error = ErrorInfo(code="job_lost", message="the job's request body expired")
                 await self._finish(job_id, "failed", error=error)
                 continue
             if not self._running.admits(len(body)):  # this replica is full: leave it to another
-                await asyncio.to_thread(self.client.delete, _lease_key(job_id))
+                await asyncio.to_thread(self.client.delete, keys.job_lease_key(job_id))
                 continue
             log.warning("job %s lost its replica; running it again here", job_id)
             try:

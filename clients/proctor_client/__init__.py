@@ -5,6 +5,7 @@ Trainer integrations live in submodules imported on their own: `proctor_client.t
 `proctor_client.verl`.
 """
 
+from proctor_client import _codes as codes
 from proctor_client._async_client import AsyncJobs, AsyncProctorClient
 from proctor_client._errors import ProctorError, ProctorUnreachable, ProctorValidationError
 from proctor_client._models import (
@@ -33,4 +34,5 @@ __all__ = [
     "ScoreItem",
     "ScoreResult",
     "SpecSummary",
+    "codes",
 ]

@@ -1,7 +1,7 @@
 """The error codes the service puts in a result's, a job's or a run's `error.code`, named once.
 
 Every server module writes these constants, never the strings; the client package keeps a copy
-(`proctor_client._codes`, it never imports the server) and tests/test_schema_drift.py checks
+(`proctor_client.codes`, it never imports the server) and tests/test_schema_drift.py checks
 that the two sets are equal. They live here, below the service, because the engine itself
 emits some of them.
 """

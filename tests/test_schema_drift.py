@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-import proctor_client._codes as client_codes
 import proctor_client._models as client
+import proctor_client.codes as client_codes
 import reward_specs.codes as server_codes
 import service.schemas as server
 from service.routes.run import RunResponse

@@ -31,8 +31,8 @@ from proctor_client import (
     ProctorUnreachable,
     ScoreItem,
     ScoreResult,
-    _codes,
     _defaults,
+    codes,
 )
 from proctor_client.trainer.data import Prompt
 
@@ -48,7 +48,7 @@ __all__ = [
 
 log = logging.getLogger("proctor_client.trainer")
 
-UNANSWERED_CODES = _codes.UNANSWERED_CODES
+UNANSWERED_CODES = codes.UNANSWERED_CODES
 """The SDK's codes for an item whose request got no usable answer from the server."""
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import ValidationError
 
+from reward_specs import codes
 from reward_specs.caches import Cache
 from reward_specs.json_bounds import HARD_MAX_DEPTH, json_problem
 from reward_specs.registry import Registry, UnknownDomain
@@ -216,7 +217,7 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
     except UnknownDomain:
         known = ", ".join(registry.domains())
         message = f"unknown domain {item.domain!r}; the domains are: {known}"
-        return Outcome.failure("invalid", "unknown_domain", message, elapsed())
+        return Outcome.failure("invalid", codes.UNKNOWN_DOMAIN, message, elapsed())
     memo_key = (item.domain, item.reference_key) if item.reference_key else None
     reference = _VALIDATED.get(memo_key) if memo_key else None
     if reference is None:
@@ -244,7 +245,7 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
     except Exception as exc:  # a bug or a broken dependency of ours: never a wrong answer
         log.exception("scorer %s failed", item.domain)
         return Outcome.failure(
-            "infra_error", "scorer_error", f"{type(exc).__name__}: {exc}"[:500], elapsed()
+            "infra_error", codes.SCORER_ERROR, f"{type(exc).__name__}: {exc}"[:500], elapsed()
         )
 
     reward, penalties, diagnostics = apply_termination(

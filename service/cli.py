@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
-from reward_specs import Spec
+from reward_specs import Spec, codes
 from reward_specs.code.languages import missing_toolchains
 from reward_specs.lazy import lazy_import
 from service.loading import load_all_specs, load_registry
@@ -163,7 +163,7 @@ def _read_items(lines: Iterable[bytes]) -> Iterator[_Entry]:
         if not line.strip():
             message = f"line {number}: a blank line, no item"
             yield ScoreResult(
-                status="invalid", error=ErrorInfo(code="malformed_item", message=message)
+                status="invalid", error=ErrorInfo(code=codes.MALFORMED_ITEM, message=message)
             )
             continue
         try:
@@ -188,7 +188,9 @@ def _malformed(number: int, error: Mapping[str, Any]) -> ScoreResult:
     else:
         where = f"line {number}"
     message = f"{where}: {error.get('msg', '')}"
-    return ScoreResult(status="invalid", error=ErrorInfo(code="malformed_item", message=message))
+    return ScoreResult(
+        status="invalid", error=ErrorInfo(code=codes.MALFORMED_ITEM, message=message)
+    )
 
 
 def _open_items(path: Path) -> tuple[BinaryIO, int | None]:

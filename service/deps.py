@@ -6,7 +6,7 @@ from typing import Annotated, Any, NoReturn
 
 from fastapi import Depends, HTTPException, Request
 
-from reward_specs import Spec
+from reward_specs import Spec, codes
 from service.ingest import ScoreBody
 from service.state import AppState
 
@@ -41,7 +41,7 @@ def spec_named(state: AppState, name: str | None, loc: list[str | int]) -> Spec:
     spec = state.specs.get(name)
     if spec is None:
         known = ", ".join(sorted(state.specs))
-        field_error(loc, f"unknown spec {name!r}; this server knows: {known}", "unknown_spec")
+        field_error(loc, f"unknown spec {name!r}; this server knows: {known}", codes.UNKNOWN_SPEC)
     return spec
 
 

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from reward_specs import codes
 from service.fastjson import dump_json
 from service.schemas import ErrorInfo, JobState, JobStatus, ScoreResponse
 from service.tenancy import OPEN_TENANT, tenant
@@ -69,7 +70,7 @@ def encode_result(result: ScoreResponse, limits: FinishedLimits) -> bytes | Erro
             f"the job's result is {len(encoded)} bytes, more than max_finished_job_bytes "
             f"({limits.bytes}); score it in smaller jobs"
         )
-        return ErrorInfo(code="result_too_large", message=message)
+        return ErrorInfo(code=codes.RESULT_TOO_LARGE, message=message)
     return encoded
 
 
@@ -247,13 +248,13 @@ class JobStore:
             if job.error is None:  # not cancelled by a client (`delete`): the service stops
                 job.status = "failed"
                 job.error = ErrorInfo(
-                    code="cancelled", message="the service stopped during this job"
+                    code=codes.CANCELLED, message="the service stopped during this job"
                 )
             raise
         except Exception as exc:  # recorded on the job and logged: never lost
             log.exception("job %s failed", job.id)
             job.status = "failed"
-            job.error = ErrorInfo(code="job_failed", message=f"{type(exc).__name__}: {exc}")
+            job.error = ErrorInfo(code=codes.JOB_FAILED, message=f"{type(exc).__name__}: {exc}")
         finally:
             self._finish(job)
 
@@ -286,7 +287,7 @@ class JobStore:
             self._forget(job)
             return job
         job.status = "cancelled"
-        job.error = ErrorInfo(code="cancelled", message="the job was cancelled by a client")
+        job.error = ErrorInfo(code=codes.CANCELLED, message="the job was cancelled by a client")
         if job.task is not None:
             job.task.cancel()
             await asyncio.gather(job.task, return_exceptions=True)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from reward_specs import codes
 from reward_specs.code.extract import Language
 from reward_specs.code.languages import LANGUAGES
 from reward_specs.code.reference import CodeConfig
@@ -165,7 +166,7 @@ def outcome_of(result: RunResult) -> RunOutcome:
     for ex in (result.build, *result.executions):
         if ex is not None and _could_not_start(ex):
             message = f"the sandbox could not start the program: {tail(ex.stderr, 300)}"
-            return RunOutcome("infra_error", error_code="sandbox_error", error_message=message)
+            return RunOutcome("infra_error", error_code=codes.SANDBOX_ERROR, error_message=message)
     build = result.build
     if build is not None and build.status != "ok":
         return RunOutcome(
@@ -178,7 +179,7 @@ def outcome_of(result: RunResult) -> RunOutcome:
         )
     if len(result.executions) != 1 or result.executions[0].status == "skipped":
         message = f"the sandbox returned {len(result.executions)} results for 1 execution"
-        return RunOutcome("infra_error", error_code="sandbox_error", error_message=message)
+        return RunOutcome("infra_error", error_code=codes.SANDBOX_ERROR, error_message=message)
     (ex,) = result.executions
     return RunOutcome(
         _STATUS[ex.status],
@@ -210,10 +211,10 @@ class RunPool:
         try:
             return outcome_of(self._backend.run(request))
         except SandboxUnavailable as exc:  # no run pool on this host
-            code = "sandbox_unavailable"
+            code = codes.SANDBOX_UNAVAILABLE
             return RunOutcome("infra_error", error_code=code, error_message=str(exc))
         except SandboxError as exc:
-            return RunOutcome("infra_error", error_code="sandbox_error", error_message=str(exc))
+            return RunOutcome("infra_error", error_code=codes.SANDBOX_ERROR, error_message=str(exc))
 
     async def run(self, request: RunRequest) -> RunOutcome:
         """Run `request` in the caller's tenant's fair turn; past the request deadline it is
@@ -230,7 +231,9 @@ class RunPool:
         except TimeoutError:
             waited = time.monotonic() - started
             message = f"no sandbox of the run pool answered within {waited:.0f} s"
-            return RunOutcome("infra_error", error_code="deadline_exceeded", error_message=message)
+            return RunOutcome(
+                "infra_error", error_code=codes.DEADLINE_EXCEEDED, error_message=message
+            )
         finally:
             self._threads.forget(turn)
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import ValidationError
 
-from proctor_client import _defaults
+from proctor_client import _defaults, codes
 from proctor_client._batch import ItemLike, as_wire_items, chunk_items, failed, request_body
 from proctor_client._errors import ProctorError, ProctorUnreachable
 from proctor_client._models import ErrorInfo, JobStatus, RunResult, ScoreResponse, ScoreResult
@@ -234,7 +234,7 @@ class AsyncProctorClient:
                 status: int | None = None
             except httpx.TimeoutException as exc:
                 raise _Unanswered(
-                    "client_timeout", f"no answer within timeout_s ({type(exc).__name__})"
+                    codes.CLIENT_TIMEOUT, f"no answer within timeout_s ({type(exc).__name__})"
                 ) from exc
             else:
                 status = response.status_code
@@ -248,13 +248,13 @@ class AsyncProctorClient:
                             detail=_detail(response),
                         )
                     raise _Unanswered(
-                        "server_error", f"{status}: {response.text[:500]}", status_code=status
+                        codes.SERVER_ERROR, f"{status}: {response.text[:500]}", status_code=status
                     )
                 cause = f"{status}: {response.text[:500]}"
                 retry_after = retry_after_s(response)
             if attempt >= self.max_retries:
                 raise _Unanswered(
-                    "client_retries_exhausted",
+                    codes.CLIENT_RETRIES_EXHAUSTED,
                     f"no answer after {attempt + 1} attempts; last: {cause}",
                     status_code=status,
                     never_reached=not self.reached and status is None,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import InvalidStateError
 from multiprocessing.reduction import ForkingPickler
 
-from reward_specs import Outcome
+from reward_specs import Outcome, codes
 from service.dispatch.fair import FairQueue
 from service.dispatch.pool_state import Batch, Chunk
 
@@ -98,7 +98,9 @@ class Ledger:
                     self._refuse_unpicklable(batch, todo)
         for position in todo:  # each item pickles alone, yet not together: a failure of ours
             message = "this item's chunk could not be sent to a worker"
-            self.record(batch, position, Outcome.failure("infra_error", "dispatch_error", message))
+            self.record(
+                batch, position, Outcome.failure("infra_error", codes.DISPATCH_ERROR, message)
+            )
         return None
 
     def _refuse_unpicklable(self, batch: Batch, positions: list[int]) -> None:
@@ -108,7 +110,7 @@ class Ledger:
             except Exception as exc:
                 log.info("item %d cannot be pickled", position, exc_info=True)
                 message = f"this item cannot be sent to a worker ({type(exc).__name__})"
-                failed = Outcome.failure("invalid", "unserialisable_item", message)
+                failed = Outcome.failure("invalid", codes.UNSERIALISABLE_ITEM, message)
                 self.record(batch, position, failed)
 
     # -- resolving ---------------------------------------------------------------------------------
@@ -165,7 +167,7 @@ class Ledger:
             elif now >= batch.deadline:
                 self.finish_missing(
                     batch,
-                    "deadline_exceeded",
+                    codes.DEADLINE_EXCEEDED,
                     "the request deadline passed before this item was scored",
                 )
 
@@ -177,7 +179,7 @@ class Ledger:
             if batch.abandoned:
                 self.batches.remove(batch)
             elif batch.survived_crash:
-                self.finish_missing(batch, "pool_crashed", "the worker pool manager crashed")
+                self.finish_missing(batch, codes.POOL_CRASHED, "the worker pool manager crashed")
             else:
                 batch.survived_crash = True
                 batch.outcomes.strikes.clear()

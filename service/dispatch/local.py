@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
+from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, score_item
 from reward_specs.code.environment import environment_digest, probe_environment
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
@@ -195,7 +195,7 @@ class LocalDispatcher:
         except TimeoutError:  # waiting was cancelled, and so is the batch in the pool
             log.error("the worker pool did not answer a batch by its deadline")
             message = "the worker pool did not answer by the request deadline"
-            return [Outcome.failure("infra_error", "deadline_exceeded", message)] * n
+            return [Outcome.failure("infra_error", codes.DEADLINE_EXCEEDED, message)] * n
 
     async def _run_in_thread(
         self,
@@ -217,7 +217,7 @@ class LocalDispatcher:
         if self._sandbox is None:
             return Outcome.failure(
                 "infra_error",
-                "sandbox_unavailable",
+                codes.SANDBOX_UNAVAILABLE,
                 self._sandbox_error or "no sandbox backend is running",
             )
         ctx = ScoreContext(sandbox=self._sandbox, checker_sandbox=self._checkers)
@@ -228,7 +228,7 @@ class LocalDispatcher:
         except TimeoutError:
             return Outcome.failure(
                 "infra_error",
-                "deadline_exceeded",
+                codes.DEADLINE_EXCEEDED,
                 "the request deadline passed before this item was scored",
             )
 

@@ -37,7 +37,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-from reward_specs import Item, Outcome
+from reward_specs import Item, Outcome, codes
 from service.dispatch import processes
 from service.dispatch.ledger import Ledger
 from service.dispatch.outcomes import OutcomeLedger
@@ -261,7 +261,7 @@ class WorkerPool:
                 log.error("cannot start a worker: %s", exc)
                 if self._start_failures >= _START_FAILURES_BEFORE_BROKEN:
                     self._stats.broken = f"workers cannot be started: {exc}"
-                    self._ledger.fail_all("workers_unavailable", self._stats.broken)
+                    self._ledger.fail_all(codes.WORKERS_UNAVAILABLE, self._stats.broken)
 
     def _drain_inbox(self) -> bool:
         while True:
@@ -273,7 +273,7 @@ class WorkerPool:
                 self._ledger.fail_all("shutting_down", "the service is shutting down")
                 return False
             if self._stats.broken is not None:
-                self._ledger.finish_missing(batch, "workers_unavailable", self._stats.broken)
+                self._ledger.finish_missing(batch, codes.WORKERS_UNAVAILABLE, self._stats.broken)
                 continue
             self._ledger.add(batch)
 
@@ -342,7 +342,7 @@ class WorkerPool:
                     f"workers exit during start-up (exit code {worker.process.exitcode})"
                 )
                 log.error("worker pool broken: %s", self._stats.broken)
-                self._ledger.fail_all("workers_unavailable", self._stats.broken)
+                self._ledger.fail_all(codes.WORKERS_UNAVAILABLE, self._stats.broken)
                 return
             self._next_spawn_at = time.monotonic() + min(2.0, 0.1 * 2**self._start_failures)
         self._stats.restarts += 1

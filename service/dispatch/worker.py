@@ -15,7 +15,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
+from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, score_item
 from service.loading import load_all_specs, load_registry
 from service.runtime import limit_address_space, settle_heap
 
@@ -77,7 +77,7 @@ def worker_main(
             spec = specs.get(spec_name)
             if spec is None:
                 outcome = Outcome.failure(
-                    "infra_error", "unknown_spec", f"worker has no spec {spec_name!r}"
+                    "infra_error", codes.UNKNOWN_SPEC, f"worker has no spec {spec_name!r}"
                 )
             else:
                 outcome = score_item(registry, spec, item, ctx)

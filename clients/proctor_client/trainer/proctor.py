@@ -26,7 +26,14 @@ from typing import Any
 
 import httpx
 
-from proctor_client import AsyncProctorClient, ProctorUnreachable, ScoreItem, ScoreResult, _defaults
+from proctor_client import (
+    AsyncProctorClient,
+    ProctorUnreachable,
+    ScoreItem,
+    ScoreResult,
+    _defaults,
+    codes,
+)
 from proctor_client.trainer.data import Prompt
 
 __all__ = [
@@ -41,7 +48,7 @@ __all__ = [
 
 log = logging.getLogger("proctor_client.trainer")
 
-UNANSWERED_CODES = frozenset({"client_retries_exhausted", "client_timeout", "server_error"})
+UNANSWERED_CODES = codes.UNANSWERED_CODES
 """The SDK's codes for an item whose request got no usable answer from the server."""
 
 

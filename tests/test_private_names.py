@@ -1,0 +1,209 @@
+"""No module of ours imports or touches a private name of a dependency.
+
+A private name of rq, redis or any other third-party library is not part of
+its contract and may change in any release, so the code must not rely on one.
+Two checks over the AST of every module in the scanned packages:
+
+- an import whose path has a ``_name`` part (``import x._y``, ``from x import
+  _y``, ``from x._y import z``) fails unless ``x`` is one of our packages or
+  the standard library;
+- an attribute access ``expr._name`` fails unless ``_name`` is defined
+  somewhere in our own code (a def, class, assignment, parameter, field, ...),
+  or is one of the few standard-library privates listed below.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCANNED = ("service", "reward_specs", "sandboxes", "clients", "benchmarks")
+OURS = frozenset({"service", "reward_specs", "sandboxes", "proctor_client", "tests", "benchmarks"})
+
+# Standard-library privates we rely on, each with the reason it is needed.
+STDLIB_PRIVATE = frozenset(
+    {
+        "_exit",  # os._exit: leave a forked child without running the parent's cleanup
+        "_getframe",  # sys._getframe: the supervisor's frame inspection in the jail
+        "_clear",  # atexit._clear: a forked child drops the parent's exit handlers
+        "_run_exitfuncs",  # atexit._run_exitfuncs: the supervisor exits as python3 does
+        "_shutdown",  # threading._shutdown: join threads at exit as the interpreter does
+        "_lru_cache_wrapper",  # functools._lru_cache_wrapper: the type lru_cache returns
+        "_replace",  # NamedTuple._replace: documented public API despite the underscore
+        "_asdict",  # NamedTuple._asdict: documented public API despite the underscore
+        "_fields",  # NamedTuple._fields: documented public API despite the underscore
+        "_name_",  # enum member's name as stored by enum itself
+        "_value_",  # enum member's value as stored by enum itself
+        "_missing_",  # enum's documented hook for unknown values
+    }
+)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _top(module: str) -> str:
+    return module.split(".", 1)[0]
+
+
+# The benchmark scripts import one another as top-level modules.
+BENCHMARK_MODULES = frozenset(p.stem for p in (ROOT / "benchmarks").glob("*.py"))
+
+
+def _exempt_module(module: str) -> bool:
+    top = _top(module)
+    return top in OURS or top in BENCHMARK_MODULES or top in sys.stdlib_module_names
+
+
+def _targets(node: ast.AST) -> Iterator[str]:
+    """Names a node binds: assignment targets, attribute stores, tuple parts."""
+    if isinstance(node, ast.Name):
+        yield node.id
+    elif isinstance(node, ast.Attribute):
+        # Only a store on self/cls defines an attribute of our own class;
+        # `worker._x = ...` on someone else's object defines nothing.
+        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            yield node.attr
+    elif isinstance(node, (ast.Tuple, ast.List)):
+        for element in node.elts:
+            yield from _targets(element)
+    elif isinstance(node, ast.Starred):
+        yield from _targets(node.value)
+
+
+# Calls whose string argument names an attribute: setattr(obj, "_x", v) and
+# namedtuple("T", ["_a"]) are the ways to define one without an assignment.
+_NAMING_CALLS = frozenset({"setattr", "namedtuple"})
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+
+
+def _names(targets: list[ast.expr]) -> set[str]:
+    return {name for target in targets for name in _targets(target)}
+
+
+def _strings(nodes: list[ast.expr]) -> Iterator[str]:
+    for node in nodes:
+        for leaf in ast.walk(node):
+            if isinstance(leaf, ast.Constant) and isinstance(leaf.value, str):
+                yield leaf.value
+
+
+def defined_names(tree: ast.AST) -> set[str]:
+    """Every name the module defines in any way, private or not."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(_targets(target))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            names.update(_targets(node.target))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            names.update(_targets(node.optional_vars))
+        elif isinstance(node, ast.NamedExpr):
+            names.update(_targets(node.target))
+        elif isinstance(node, ast.Call) and _call_name(node) in _NAMING_CALLS:
+            names.update(_strings(node.args[1:2] or node.args))
+        if isinstance(node, ast.Assign) and "__slots__" in _names(node.targets):
+            names.update(_strings([node.value]))
+    return names
+
+
+def bad_imports(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Imports that reach a private part of a third-party module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if any(map(_private, parts[1:])) and not _exempt_module(alias.name):
+                    yield node.lineno, f"import {alias.name}"
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if _exempt_module(node.module):
+                continue
+            parts = node.module.split(".")
+            if any(map(_private, parts[1:])):
+                yield node.lineno, f"from {node.module} import ..."
+            for alias in node.names:
+                if _private(alias.name):
+                    yield node.lineno, f"from {node.module} import {alias.name}"
+
+
+def bad_attributes(tree: ast.AST, ours: set[str]) -> Iterator[tuple[int, str]]:
+    """Accesses ``expr._name`` of a private name no code of ours defines."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _private(node.attr):
+            continue
+        if node.attr in ours or node.attr in STDLIB_PRIVATE:
+            continue
+        yield node.lineno, f"._{node.attr[1:]}"
+
+
+def _sources() -> Iterable[Path]:
+    for package in SCANNED:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def offenders(sources: dict[str, str]) -> list[str]:
+    """``path:line: what`` for every private-name use across the given sources."""
+    trees = {path: ast.parse(text, path) for path, text in sources.items()}
+    ours: set[str] = set()
+    for tree in trees.values():
+        ours |= defined_names(tree)
+    found = []
+    for path, tree in trees.items():
+        for line, what in [*bad_imports(tree), *bad_attributes(tree, ours)]:
+            found.append(f"{path}:{line}: {what}")
+    return found
+
+
+def test_no_private_names_of_dependencies() -> None:
+    sources = {str(p.relative_to(ROOT)): p.read_text() for p in _sources()}
+    assert offenders(sources) == []
+
+
+def test_check_catches_a_third_party_private() -> None:
+    snippet = (
+        "import rq._compat\n"
+        "from redis._parsers import Encoder\n"
+        "from rq import _private_helper\n"
+        "import os\n"
+        "def stop(worker):\n"
+        "    worker._stop_requested = True\n"  # a store: defines nothing in `ours`
+        "    os._exit(0)\n"
+    )
+    found = offenders({"snippet.py": snippet})
+    assert "snippet.py:1: import rq._compat" in found
+    assert "snippet.py:2: from redis._parsers import ..." in found
+    assert "snippet.py:3: from rq import _private_helper" in found
+    assert not any("_exit" in entry for entry in found)
+
+
+def test_check_allows_our_own_privates() -> None:
+    snippet = (
+        "import os._local_thing\n"  # stdlib: exempt from the import rule
+        "from service import _helper\n"
+        "class Pool:\n"
+        "    def _drain(self):\n"
+        "        return self._items\n"
+        "    def __init__(self):\n"
+        "        self._items = []\n"
+    )
+    found = offenders({"snippet.py": snippet})
+    assert found == []
+
+
+def test_check_catches_a_private_read_on_a_dependency_object() -> None:
+    snippet = "def peek(job):\n    return job._status\n"
+    assert offenders({"snippet.py": snippet}) == ["snippet.py:2: ._status"]

@@ -14,11 +14,21 @@ each attribute read is then kept on the stand-in, so later reads cost what a mod
 the one reason reward_specs imports anything late (never to break an import cycle); the spec hash
 reads library versions from their metadata, without importing them, and the service's workers
 import every library during their warm-up, before they take any work.
+
+Some packages' `__init__` imports far more than the modules a scorer uses (nltk's pulls in scipy,
+scikit-learn and pandas for tokenizers that need none of them). `lazy_import(name,
+defer_package_init=True)` imports `name` with its not yet imported parent packages standing in
+(`_DeferredPackage`): their submodules import as usual, and their own `__init__` runs, in the same
+module object, only when something reads a name that is not a submodule (`import nltk;
+nltk.word_tokenize` still works, later). The modules are the library's own, unchanged.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+import threading
 import types
 from typing import Any
 
@@ -34,6 +44,56 @@ class _LazyModule(types.ModuleType):
         return value
 
 
-def lazy_import(name: str) -> types.ModuleType:
-    """Module `name` (dotted names too), imported on the first read of one of its attributes."""
-    return _LazyModule(name)
+class _LazySubmodule(_LazyModule):
+    """A `_LazyModule` whose parent packages' `__init__` waits (`_DeferredPackage`)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(_import_deferring_parents(self.__name__), attr)
+        setattr(self, attr, value)
+        return value
+
+
+class _DeferredPackage(types.ModuleType):
+    """Package `__name__`, its `__init__` not run yet: a submodule read imports that submodule,
+    any other name runs the `__init__` here (once) and is then read as from the real package."""
+
+    def __getattr__(self, attr: str) -> Any:
+        with _LOCK:
+            if type(self) is not _DeferredPackage:  # another thread ran the __init__ meanwhile
+                return getattr(self, attr)
+            if importlib.util.find_spec(f"{self.__name__}.{attr}") is not None:
+                return importlib.import_module(f"{self.__name__}.{attr}")
+            spec = self.__spec__
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot run the __init__ of {self.__name__}", name=self.__name__)
+            package: types.ModuleType = self
+            package.__class__ = types.ModuleType  # from here on, an ordinary package
+            spec.loader.exec_module(package)
+        return getattr(self, attr)
+
+
+_LOCK = threading.RLock()
+
+
+def _import_deferring_parents(name: str) -> types.ModuleType:
+    with _LOCK:
+        parts = name.split(".")
+        for end in range(1, len(parts)):
+            package = ".".join(parts[:end])
+            if package in sys.modules:
+                continue
+            spec = importlib.util.find_spec(package)
+            if spec is None or spec.submodule_search_locations is None:
+                raise ImportError(f"{package} is not a package", name=package)
+            module = importlib.util.module_from_spec(spec)
+            module.__class__ = _DeferredPackage
+            sys.modules[package] = module
+            if end > 1:
+                setattr(sys.modules[".".join(parts[: end - 1])], parts[end - 1], module)
+        return importlib.import_module(name)
+
+
+def lazy_import(name: str, *, defer_package_init: bool = False) -> types.ModuleType:
+    """Module `name` (dotted names too), imported on the first read of one of its attributes;
+    with `defer_package_init`, without running its parent packages' `__init__` (see above)."""
+    return _LazySubmodule(name) if defer_package_init else _LazyModule(name)

@@ -30,9 +30,10 @@ import importlib.util
 import sys
 import threading
 import types
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["lazy_import"]
+__all__ = ["import_deferring_parents", "import_whole", "lazy_import"]
 
 
 class _LazyModule(types.ModuleType):
@@ -45,10 +46,18 @@ class _LazyModule(types.ModuleType):
 
 
 class _LazySubmodule(_LazyModule):
-    """A `_LazyModule` whose parent packages' `__init__` waits (`_DeferredPackage`)."""
+    """A `_LazyModule` whose parent packages' `__init__` waits (`_DeferredPackage`); the modules
+    `first` are imported before it, as the package's own `__init__` would have (where the
+    library's modules import each other in a cycle that only that order resolves)."""
+
+    def __init__(self, name: str, first: Sequence[str]) -> None:
+        super().__init__(name)
+        self._first = tuple(first)
 
     def __getattr__(self, attr: str) -> Any:
-        value = getattr(_import_deferring_parents(self.__name__), attr)
+        for name in self._first:
+            import_deferring_parents(name)
+        value = getattr(import_deferring_parents(self.__name__), attr)
         setattr(self, attr, value)
         return value
 
@@ -63,19 +72,24 @@ class _DeferredPackage(types.ModuleType):
                 return getattr(self, attr)
             if importlib.util.find_spec(f"{self.__name__}.{attr}") is not None:
                 return importlib.import_module(f"{self.__name__}.{attr}")
-            spec = self.__spec__
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot run the __init__ of {self.__name__}", name=self.__name__)
-            package: types.ModuleType = self
-            package.__class__ = types.ModuleType  # from here on, an ordinary package
-            spec.loader.exec_module(package)
+            _run_package_init(self)
         return getattr(self, attr)
+
+
+def _run_package_init(package: types.ModuleType) -> None:
+    spec = package.__spec__
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot run the __init__ of {package.__name__}", name=package.__name__)
+    package.__class__ = types.ModuleType  # from here on, an ordinary package
+    spec.loader.exec_module(package)
 
 
 _LOCK = threading.RLock()
 
 
-def _import_deferring_parents(name: str) -> types.ModuleType:
+def import_deferring_parents(name: str) -> types.ModuleType:
+    """`importlib.import_module(name)`, with `name`'s parent packages that are not imported yet
+    standing in for themselves (`_DeferredPackage`) rather than running their `__init__`."""
     with _LOCK:
         parts = name.split(".")
         for end in range(1, len(parts)):
@@ -93,7 +107,24 @@ def _import_deferring_parents(name: str) -> types.ModuleType:
         return importlib.import_module(name)
 
 
-def lazy_import(name: str, *, defer_package_init: bool = False) -> types.ModuleType:
+def import_whole(name: str) -> types.ModuleType:
+    """`importlib.import_module(name)` with every `__init__` in it run, its own and its
+    subpackages', even those deferred so far (an `__init__` that imports its subpackages would
+    otherwise find their stand-ins and leave their own `__init__` unrun)."""
+    with _LOCK:
+        module = importlib.import_module(name)
+        if type(module) is _DeferredPackage:
+            _run_package_init(module)
+        for deferred in [m for n, m in sys.modules.items() if n.startswith(f"{name}.")]:
+            if type(deferred) is _DeferredPackage:
+                _run_package_init(deferred)
+        return module
+
+
+def lazy_import(
+    name: str, *, defer_package_init: bool = False, first: Sequence[str] = ()
+) -> types.ModuleType:
     """Module `name` (dotted names too), imported on the first read of one of its attributes;
-    with `defer_package_init`, without running its parent packages' `__init__` (see above)."""
-    return _LazySubmodule(name) if defer_package_init else _LazyModule(name)
+    with `defer_package_init`, without running its parent packages' `__init__` (see above), and
+    after the modules `first`."""
+    return _LazySubmodule(name, first) if defer_package_init else _LazyModule(name)

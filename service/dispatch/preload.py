@@ -6,9 +6,11 @@ the pool put in `WARM_ENV` (`processes.start_fork_server`, around the server's s
 every process scorer's examples as each worker does (importing the verifier libraries, building
 their grammars and language data). Every worker forked afterwards shares that state
 copy-on-write; its own warm-up (`worker.warm_up`, which still decides when it is ready) then
-finds it done, and it tunes its own heap (`settle_heap`): the fork server leaves the collector as
-it is for the other children it forks (puzzle sampling). Only the fork server imports this
-module; outside one started that way (no `WARM_ENV`), the import does nothing.
+finds it done, and it tunes its own heap (`settle_heap`). The warmed objects are frozen here
+(`gc.freeze`), so a child's collections, its first one included, never walk them again; the
+collector's thresholds stay as they are for the other children it forks (puzzle sampling). Only
+the fork server imports this module; outside one started that way (no `WARM_ENV`), the import
+does nothing.
 
 The fork server must survive whatever happens here: a registry that fails to load or an example
 that raises is logged and left to the workers, which report it as they always have.
@@ -16,6 +18,7 @@ that raises is logged and left to the workers, which report it as they always ha
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -42,6 +45,8 @@ def _warm_from_environment() -> None:
         warm_up(registry, specs, ScoreContext())
     except Exception:  # the fork server must live on: each worker warms (and fails) itself
         log.exception("the worker pool's fork server could not warm up")
+    gc.collect()
+    gc.freeze()
 
 
 _warm_from_environment()

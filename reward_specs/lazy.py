@@ -40,9 +40,12 @@ class _LazyModule(types.ModuleType):
     """Stands in for module `__name__` until an attribute is read from it."""
 
     def __getattr__(self, attr: str) -> Any:  # only for attributes not already kept here
-        value = getattr(importlib.import_module(self.__name__), attr)
+        value = getattr(self._load(), attr)
         setattr(self, attr, value)
         return value
+
+    def _load(self) -> types.ModuleType:
+        return importlib.import_module(self.__name__)
 
 
 class _LazySubmodule(_LazyModule):
@@ -54,12 +57,10 @@ class _LazySubmodule(_LazyModule):
         super().__init__(name)
         self._first = tuple(first)
 
-    def __getattr__(self, attr: str) -> Any:
+    def _load(self) -> types.ModuleType:
         for name in self._first:
             import_deferring_parents(name)
-        value = getattr(import_deferring_parents(self.__name__), attr)
-        setattr(self, attr, value)
-        return value
+        return import_deferring_parents(self.__name__)
 
 
 class _DeferredPackage(types.ModuleType):

@@ -84,16 +84,18 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(
         args, host=args.host, port=args.port, insecure_no_auth=args.insecure_no_auth or None
     )
+    taken = _cannot_listen(settings.host, settings.port)
+    if taken is not None:  # before the workers warm up, not after
+        print(f"proctor serve: {taken}", file=sys.stderr)
+        return 2
+    # The workers warm up while the web stack loads, from here: even the exposure check imports
+    # FastAPI (service.auth). A refusal below ends the warm-up with this process.
+    dispatch.prepare(settings)
     try:
         auth.check_exposure(settings)
     except auth.ExposureError as exc:
         print(f"proctor serve: {exc}", file=sys.stderr)
         return 2
-    taken = _cannot_listen(settings.host, settings.port)
-    if taken is not None:  # before the workers warm up, not after
-        print(f"proctor serve: {taken}", file=sys.stderr)
-        return 2
-    dispatch.prepare(settings)  # the workers warm up while the web stack loads
     configure_logging(args.log_level, settings.log_format)
     _say_what_local_lacks(settings)
     app = app_factory.create_app(settings, owns_process=True)

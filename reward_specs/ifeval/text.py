@@ -30,9 +30,9 @@ from reward_specs.lazy import lazy_import
 if TYPE_CHECKING:
     import nltk.tokenize.destructive as nltk_treebank
     import nltk.tokenize.punkt as nltk_punkt
-else:  # nltk is imported at first use (reward_specs.lazy)
-    nltk_treebank = lazy_import("nltk.tokenize.destructive")
-    nltk_punkt = lazy_import("nltk.tokenize.punkt")
+else:  # at first use, and without nltk's package __init__ (reward_specs.lazy)
+    nltk_treebank = lazy_import("nltk.tokenize.destructive", defer_package_init=True)
+    nltk_punkt = lazy_import("nltk.tokenize.punkt", defer_package_init=True)
 
 __all__ = [
     "LANGDETECT_SEED",

@@ -39,16 +39,20 @@ from typing import TYPE_CHECKING, Any
 from reward_specs.caches import Cache
 from reward_specs.canonical import canonical_text
 from reward_specs.lazy import lazy_import
+from reward_specs.puzzles import gym_tasks
 from reward_specs.scorer import InvalidReference
+
+_CORE = ("reasoning_gym.coaching",)
+"""Imported first, as every task module does: its import of the factory is the one that works."""
 
 if TYPE_CHECKING:
     import reasoning_gym.composite as gym_composite
     import reasoning_gym.dataset as gym_dataset
     import reasoning_gym.factory as gym_factory
-else:  # imported at first use (reward_specs.lazy)
-    gym_composite = lazy_import("reasoning_gym.composite")
-    gym_dataset = lazy_import("reasoning_gym.dataset")
-    gym_factory = lazy_import("reasoning_gym.factory")
+else:  # at first use, each task's module when it is named (reward_specs.puzzles.gym_tasks)
+    gym_composite = lazy_import("reasoning_gym.composite", defer_package_init=True, first=_CORE)
+    gym_dataset = lazy_import("reasoning_gym.dataset", defer_package_init=True, first=_CORE)
+    gym_factory = lazy_import("reasoning_gym.factory", defer_package_init=True, first=_CORE)
 
 __all__ = [
     "DATASET_CACHE_SIZE",
@@ -110,6 +114,7 @@ class TaskInfo:
 
 def task_names() -> list[str]:
     """Every dataset the installed reasoning-gym registers, sorted."""
+    gym_tasks.load_all()
     return sorted(gym_factory.DATASETS)
 
 
@@ -120,6 +125,10 @@ def uses_containment_credit(dataset: Any) -> bool:
 
 
 def _require_task(task: str) -> tuple[type[gym_dataset.ProceduralDataset], type[Any]]:
+    if task not in gym_factory.DATASETS:
+        gym_tasks.load_task(task)
+    if task not in gym_factory.DATASETS:
+        gym_tasks.load_all()  # the index missed it, or it is no task at all
     try:
         dataset_cls, config_cls = gym_factory.DATASETS[task]
     except KeyError:
@@ -127,6 +136,8 @@ def _require_task(task: str) -> tuple[type[gym_dataset.ProceduralDataset], type[
         hint = f"; did you mean {' or '.join(map(repr, near))}?" if near else ""
         message = f"unknown puzzle task {task!r}{hint} (GET /v1/puzzles lists them)"
         raise InvalidReference(message, "unknown_task") from None
+    if config_cls is gym_composite.CompositeConfig:
+        gym_tasks.load_all()  # a composite makes its parts through the registry
     return dataset_cls, config_cls
 
 

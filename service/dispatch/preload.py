@@ -6,9 +6,14 @@ the pool put in `WARM_ENV` (`processes.start_fork_server`, around the server's s
 every process scorer's examples as each worker does (importing the verifier libraries, building
 their grammars and language data). Every worker forked afterwards shares that state
 copy-on-write; its own warm-up (`worker.warm_up`, which still decides when it is ready) then
-finds it done, and it tunes its own heap (`settle_heap`): the fork server leaves the collector as
-it is for the other children it forks (puzzle sampling). Only the fork server imports this
-module; outside one started that way (no `WARM_ENV`), the import does nothing.
+finds it done, and it tunes its own heap (`settle_heap`).
+
+The collector waits during the warm-up: the imports and first parses allocate what stays, so
+the collections that would run among them walk ever more objects to free almost none. One
+collection at the end, then the warmed objects are frozen (`gc.freeze`), so that no child's
+collection, its first one included, walks them again; the thresholds stay as they are for the
+other children it forks (puzzle sampling). Only the fork server imports this module; outside
+one started that way (no `WARM_ENV`), the import does nothing.
 
 The fork server must survive whatever happens here: a registry that fails to load or an example
 that raises is logged and left to the workers, which report it as they always have.
@@ -16,6 +21,7 @@ that raises is logged and left to the workers, which report it as they always ha
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -35,6 +41,7 @@ def _warm_from_environment() -> None:
     raw = os.environ.pop(WARM_ENV, None)  # the workers forked from here need not see it
     if raw is None:
         return
+    gc.disable()  # the warm-up only allocates what it keeps: one collection at the end will do
     try:
         wanted = json.loads(raw)
         registry = load_registry(wanted["registry"])
@@ -42,6 +49,10 @@ def _warm_from_environment() -> None:
         warm_up(registry, specs, ScoreContext())
     except Exception:  # the fork server must live on: each worker warms (and fails) itself
         log.exception("the worker pool's fork server could not warm up")
+    finally:
+        gc.enable()
+    gc.collect()
+    gc.freeze()
 
 
 _warm_from_environment()

@@ -56,25 +56,13 @@ def to_result(
     item_id: str | None, outcome: Outcome, meta: dict[str, Any] | None = None
 ) -> ScoreResult:
     # Built without validation: an Outcome is ours and already has the result's types, and
-    # validating 4,096 results' details cost more than scoring a batch of cached puzzle answers.
-    error = None
-    if outcome.error:
-        error = ErrorInfo.model_construct(
-            code=outcome.error["code"], message=outcome.error["message"]
-        )
-    return ScoreResult.model_construct(
-        id=item_id,
-        status=outcome.status,
-        reward=outcome.reward,
-        score=outcome.score,
-        success=outcome.success,
-        parsed=outcome.parsed,
-        penalties=outcome.penalties,
-        details=outcome.details,
-        error=error,
-        elapsed_ms=outcome.elapsed_ms,
-        meta=meta,
-    )
+    # validating every result's details would cost more than scoring cached answers.
+    fields = {name: getattr(outcome, name) for name in Outcome.__slots__}
+    if error := outcome.error:
+        fields["error"] = ErrorInfo.model_construct(code=error["code"], message=error["message"])
+    else:
+        fields["error"] = None
+    return ScoreResult.model_construct(id=item_id, meta=meta, **fields)
 
 
 def _too_large(item: RequestItem, max_bytes: int) -> Outcome | None:

@@ -21,6 +21,7 @@ from reward_specs import (
     Registry,
     Spec,
     canonical_json,
+    codes,
     item_keyer,
     reference_key,
 )
@@ -146,7 +147,7 @@ def _refusal(item: RequestItem, why: str | None, bounds: _Bounds) -> Outcome | N
     """The `invalid` outcome of an item refused before scoring (an unknown field, a `meta` out of
     bounds), or None."""
     if why is not None:
-        return Outcome.failure("invalid", "malformed_item", why)
+        return Outcome.failure("invalid", codes.MALFORMED_ITEM, why)
     if item.meta is not None:
         checked = bounds.encode(item.meta, "meta", bounds.limits.max_meta_bytes)
         if isinstance(checked, Outcome):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -141,19 +141,15 @@ def _resolve(
         except ValidationError as exc:
             raise SpecError(f"{source}: domains.{scorer.domain}: {exc}") from exc
     spec = Spec(
-        name=raw.name,
-        version=raw.version,
-        description=raw.description,
-        response=raw.response,
-        termination=raw.termination,
-        domains=domains,
-        libraries=_library_versions(registry),
-        environments=dict(environments or {}),
+        **{
+            **dict(raw),  # the file's fields, with its raw domain tables replaced by their configs
+            "domains": domains,
+            "libraries": _library_versions(registry),
+            "environments": dict(environments or {}),
+        }
     )
     domain_hashes = {d: _spec_hash(spec.domain_parameters(d)) for d in sorted(domains)}
-    return Spec(
-        **{**spec.__dict__, "hash": _spec_hash(spec.parameters()), "domain_hashes": domain_hashes}
-    )
+    return replace(spec, hash=_spec_hash(spec.parameters()), domain_hashes=domain_hashes)
 
 
 def load_spec_file(

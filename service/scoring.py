@@ -21,6 +21,7 @@ from reward_specs import (
     Registry,
     Spec,
     canonical_json,
+    codes,
     item_keyer,
     reference_key,
 )
@@ -56,25 +57,13 @@ def to_result(
     item_id: str | None, outcome: Outcome, meta: dict[str, Any] | None = None
 ) -> ScoreResult:
     # Built without validation: an Outcome is ours and already has the result's types, and
-    # validating 4,096 results' details cost more than scoring a batch of cached puzzle answers.
-    error = None
-    if outcome.error:
-        error = ErrorInfo.model_construct(
-            code=outcome.error["code"], message=outcome.error["message"]
-        )
-    return ScoreResult.model_construct(
-        id=item_id,
-        status=outcome.status,
-        reward=outcome.reward,
-        score=outcome.score,
-        success=outcome.success,
-        parsed=outcome.parsed,
-        penalties=outcome.penalties,
-        details=outcome.details,
-        error=error,
-        elapsed_ms=outcome.elapsed_ms,
-        meta=meta,
-    )
+    # validating every result's details would cost more than scoring cached answers.
+    fields = {name: getattr(outcome, name) for name in Outcome.__slots__}
+    if error := outcome.error:
+        fields["error"] = ErrorInfo.model_construct(code=error["code"], message=error["message"])
+    else:
+        fields["error"] = None
+    return ScoreResult.model_construct(id=item_id, meta=meta, **fields)
 
 
 def _too_large(item: RequestItem, max_bytes: int) -> Outcome | None:
@@ -158,7 +147,7 @@ def _refusal(item: RequestItem, why: str | None, bounds: _Bounds) -> Outcome | N
     """The `invalid` outcome of an item refused before scoring (an unknown field, a `meta` out of
     bounds), or None."""
     if why is not None:
-        return Outcome.failure("invalid", "malformed_item", why)
+        return Outcome.failure("invalid", codes.MALFORMED_ITEM, why)
     if item.meta is not None:
         checked = bounds.encode(item.meta, "meta", bounds.limits.max_meta_bytes)
         if isinstance(checked, Outcome):

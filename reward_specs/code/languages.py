@@ -9,8 +9,9 @@ stdio test is one execution of the built program. The toolchains are Debian 12's
 
 What differs per language, and why:
 
-- Java: `javac` then `java` with a serial GC, one JIT compiler thread, client-level JIT (start-up
-  costs ~0.1 s of CPU per test instead of ~0.3 s) and the heap capped at the spec's memory limit.
+- Java: `javac` then `java` with a serial GC, one JIT compiler thread, client-level JIT (a
+  cheaper start-up, paid once per test; see benchmarks/README.md) and the heap capped at the
+  spec's memory limit.
   The JVM reserves address space it never touches (code cache, class space, a malloc arena per
   thread), so its RLIMIT_AS is the memory limit plus `RESERVE_BYTES`; its resident memory is
   still bounded by the memory limit, through the supervisor's poll (and docker's cgroup). The

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -110,8 +111,9 @@ class LocalDispatcher:
         await asyncio.to_thread(self._checkers.close)
 
     def stats(self) -> DispatchStats:
-        pool = self.pool.stats()
-        extras: dict[str, float] = {"manager_restarts": pool.manager_restarts}
+        counts = dataclasses.asdict(self.pool.stats())  # the pool's names, but for two
+        pending = counts.pop("pending_chunks")
+        extras: dict[str, float] = {"manager_restarts": counts.pop("manager_restarts")}
         if self._sandbox is not None:
             sandboxes = self._sandbox.stats()
             extras.update(
@@ -120,17 +122,7 @@ class LocalDispatcher:
                 idle_sandboxes=sandboxes.idle,
                 sandbox_replacements=sandboxes.retired,
             )
-        return DispatchStats(
-            backend="local",
-            workers=pool.workers,
-            ready_workers=pool.ready_workers,
-            pending=pool.pending_chunks,
-            restarts=pool.restarts,
-            timeouts=pool.timeouts,
-            poison_items=pool.poison_items,
-            broken=pool.broken,
-            extras=extras,
-        )
+        return DispatchStats(backend="local", pending=pending, extras=extras, **counts)
 
     def readiness(self) -> dict[str, bool]:
         ready = {"workers": self.pool.ready()}

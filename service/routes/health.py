@@ -54,20 +54,13 @@ async def specs(state: StateDep) -> SpecsResponse:
 
 @router.get("/v1/limits", response_model=LimitsInfo, tags=["specs"], summary="Request limits")
 async def limits(state: StateDep) -> LimitsInfo:
-    s = state.settings
-    return LimitsInfo(
-        max_items_per_request=s.max_items_per_request,
-        max_response_bytes=s.max_response_bytes,
-        max_request_bytes=s.max_request_bytes,
-        request_deadline_s=s.request_deadline_s,
-        item_timeout_s=s.item_timeout_s,
-        max_jobs=s.max_jobs,
-        max_inflight_requests_per_key=s.max_inflight_requests_per_key,
-        max_inflight_items_per_key=s.max_inflight_items_per_key,
-        max_inflight_request_bytes=s.max_inflight_request_bytes,
-        max_header_bytes=s.max_header_bytes,
-        in_flight=InFlight(**vars(await state.limits.usage())),
-        run=RunLimitsInfo(**s.run.model_dump(exclude={"pool_size", "max_processes"})),
+    settings = state.settings
+    return LimitsInfo.model_validate(
+        {
+            **settings.model_dump(include=set(LimitsInfo.model_fields)),  # the same names
+            "in_flight": InFlight(**vars(await state.limits.usage())),
+            "run": RunLimitsInfo(**settings.run.model_dump(exclude={"pool_size", "max_processes"})),
+        }
     )
 
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from reward_specs import InvalidReference
+from reward_specs import InvalidReference, codes
 from reward_specs.puzzles import (
     MAX_SAMPLE_COUNT,
     VALIDATED_TASKS,
@@ -139,7 +139,7 @@ async def sample(
     spec = state.specs.get(name)
     if spec is None:
         known = ", ".join(sorted(state.specs))
-        field_error(["body", "spec"], f"unknown spec {name!r}; known: {known}", "unknown_spec")
+        field_error(["body", "spec"], f"unknown spec {name!r}; known: {known}", codes.UNKNOWN_SPEC)
     config = spec.domains.get("puzzle", PuzzleConfig())
     if not isinstance(config, PuzzleConfig):
         config = PuzzleConfig()

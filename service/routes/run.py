@@ -122,15 +122,8 @@ async def run(body: RunBody, state: StateDep, _: KeyLease) -> RunResponse:
     source, stdin, files = _encoded(body, settings)
     request = run_request(body.language, source, stdin, files, bounds, settings)
     outcome = await state.runs.run(request)
-    error = None
-    if outcome.error_code is not None:
-        error = ErrorInfo(code=outcome.error_code, message=outcome.error_message or "")
-    return RunResponse(
-        status=outcome.status,
-        stdout=outcome.stdout,
-        stderr=outcome.stderr,
-        exit_code=outcome.exit_code,
-        cpu_s=outcome.cpu_s,
-        wall_s=outcome.wall_s,
-        error=error,
-    )
+    response = RunResponse.model_validate(outcome, from_attributes=True)
+    if outcome.error_code is None:
+        return response
+    error = ErrorInfo(code=outcome.error_code, message=outcome.error_message or "")
+    return response.model_copy(update={"error": error})

@@ -12,7 +12,7 @@ from reward_specs import Spec
 from service.deps import StateDep, resolve_spec
 from service.fastjson import json_response
 from service.ingest import ScoreBody, decode_score_request, read_score_request
-from service.jobs import Job, JobTooLarge, Runner, TooManyJobs
+from service.jobs import Job, JobHandle, JobTooLarge, Runner, TooManyJobs
 from service.limits import KeyLease, Lease
 from service.schemas import (
     JobAccepted,
@@ -174,10 +174,7 @@ async def create_job(request: Request, state: StateDep, _: KeyLease) -> JobAccep
     responses={404: {"description": "No such job, or it expired."}},
 )
 async def get_job(job_id: str, state: StateDep) -> Response:
-    job = await state.jobs.get(job_id)
-    if job is None:
-        raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
-    return Response(job.view_json(), media_type="application/json")
+    return _job_response(job_id, await state.jobs.get(job_id))
 
 
 @router.delete(
@@ -189,7 +186,11 @@ async def get_job(job_id: str, state: StateDep) -> Response:
     responses={404: {"description": "No such job, or it expired."}},
 )
 async def delete_job(job_id: str, state: StateDep) -> Response:
-    job = await state.jobs.delete(job_id)
+    return _job_response(job_id, await state.jobs.delete(job_id))
+
+
+def _job_response(job_id: str, job: JobHandle | None) -> Response:
+    """The job as it stands, or a 404 when the store has no such job."""
     if job is None:
         raise HTTPException(status_code=404, detail=f"no job {job_id!r} (unknown or expired)")
     return Response(job.view_json(), media_type="application/json")

@@ -31,11 +31,11 @@ from typing import Any
 import torch
 import yaml
 from _served import proctor_server
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2ForCausalLM
 
 from proctor_client.trainer.grpo import load_args, train
 from proctor_client.trainer.metrics import read_metrics
-from proctor_client.trainer.tiny import tiny_tokenizer
+from proctor_client.trainer.tiny import qwen2_config, tiny_tokenizer
 
 ROOT = Path(__file__).parent.parent
 PRORL = ROOT / "clients" / "configs" / "prorl-8-stage.yaml"
@@ -44,18 +44,8 @@ PRORL = ROOT / "clients" / "configs" / "prorl-8-stage.yaml"
 def build_model(directory: Path) -> int:
     """Save a random ~0.1B Qwen2 and the tiny tokenizer to `directory`; its parameter count."""
     tokenizer = tiny_tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=768,
-        intermediate_size=3072,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        num_key_value_heads=12,
-        max_position_embeddings=20480,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
+    config = qwen2_config(
+        tokenizer, hidden=768, ffn=3072, layers=12, heads=12, kv_heads=12, positions=20480
     )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config)

@@ -14,7 +14,7 @@ import httpx
 from pydantic import ValidationError
 
 from proctor_client import _defaults, codes
-from proctor_client._batch import ItemLike, as_wire_items, chunk_items, failed, request_body
+from proctor_client._batch import ItemLike, as_wire_items, failed, request_body, slice_items
 from proctor_client._errors import ProctorError, ProctorUnreachable
 from proctor_client._models import ErrorInfo, JobStatus, RunResult, ScoreResponse, ScoreResult
 from proctor_client._retry import RETRIED_ERRORS, Backoff, retry_after_s
@@ -140,8 +140,8 @@ class AsyncProctorClient:
                 return start, await self._score_chunk(chunk, spec)
 
         tasks = {
-            asyncio.create_task(run(c.start, c.items))
-            for c in chunk_items(validated, self.chunk_size)
+            asyncio.create_task(run(s.start, s.items))
+            for s in slice_items(validated, self.chunk_size)
         }
         loop = asyncio.get_running_loop()
         ends_at = None if deadline_s is None else loop.time() + deadline_s

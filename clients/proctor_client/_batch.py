@@ -25,7 +25,7 @@ from typing_extensions import TypedDict
 from proctor_client._errors import ProctorValidationError
 from proctor_client._models import ErrorInfo, FinishReason, ScoreItem, ScoreResult
 
-__all__ = ["Chunk", "ItemLike", "as_wire_items", "chunk_items", "failed", "request_body"]
+__all__ = ["ItemLike", "ItemSlice", "as_wire_items", "failed", "request_body", "slice_items"]
 
 ItemLike = ScoreItem | Mapping[str, Any]
 
@@ -78,15 +78,17 @@ def _place(loc: tuple[int | str, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class Chunk:
-    """`items[start:start + len(items)]` of one call."""
+class ItemSlice:
+    """`items[start:start + len(items)]` of one call: what one request sends (the client's
+    `chunk_size` bounds its length), halved further only if its body is too large."""
 
     start: int
     items: list[dict[str, Any]]
 
 
-def chunk_items(items: list[dict[str, Any]], size: int) -> list[Chunk]:
-    return [Chunk(start, items[start : start + size]) for start in range(0, len(items), size)]
+def slice_items(items: list[dict[str, Any]], size: int) -> list[ItemSlice]:
+    """A call's items cut in order into slices of `size` (the last one shorter)."""
+    return [ItemSlice(start, items[start : start + size]) for start in range(0, len(items), size)]
 
 
 def request_body(items: Sequence[dict[str, Any]], spec: str | None) -> bytes:

@@ -4,6 +4,7 @@ time (verl's reward managers) still send one request per batch, not one per samp
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
 from proctor_client._async_client import AsyncProctorClient
 from proctor_client._models import ScoreItem, ScoreResult
@@ -11,26 +12,21 @@ from proctor_client._models import ScoreItem, ScoreResult
 __all__ = ["Coalescer"]
 
 
+@dataclass(eq=False)
 class Coalescer:
     """`score_one` waits up to `linger_s` for other calls, then sends them all in one `score()`
     (at once when `max_items` are waiting). Bound to the event loop it was first used on."""
 
-    def __init__(
-        self,
-        client: AsyncProctorClient,
-        spec: str | None,
-        linger_s: float,
-        max_items: int,
-        deadline_s: float | None,
-    ) -> None:
-        self.client = client
-        self.spec = spec
-        self.linger_s = linger_s
-        self.max_items = max_items
-        self.deadline_s = deadline_s
-        self._waiting: list[tuple[ScoreItem, asyncio.Future[ScoreResult]]] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._sending: set[asyncio.Task[None]] = set()
+    client: AsyncProctorClient
+    spec: str | None
+    linger_s: float
+    max_items: int
+    deadline_s: float | None
+    _waiting: list[tuple[ScoreItem, asyncio.Future[ScoreResult]]] = field(
+        default_factory=list, init=False
+    )
+    _timer: asyncio.TimerHandle | None = field(default=None, init=False)
+    _sending: set[asyncio.Task[None]] = field(default_factory=set, init=False)
 
     async def score_one(self, item: ScoreItem) -> ScoreResult:
         loop = asyncio.get_running_loop()

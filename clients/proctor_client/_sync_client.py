@@ -5,21 +5,18 @@ an event loop (a notebook, a trainer's async reward loop)."""
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
 
 import httpx
 
 from proctor_client import _defaults
 from proctor_client._async_client import AsyncJobs, AsyncProctorClient
 from proctor_client._batch import ItemLike
+from proctor_client._loops import LoopThread
 from proctor_client._models import JobStatus, RunResult, ScoreResult
 
 __all__ = ["Jobs", "ProctorClient"]
-
-_T = TypeVar("_T")
 
 
 class _ThreadedTransport(httpx.AsyncBaseTransport):
@@ -45,30 +42,6 @@ class _ThreadedTransport(httpx.AsyncBaseTransport):
         await asyncio.to_thread(self._transport.close)
 
 
-class _LoopThread:
-    """An event loop running forever in a daemon thread; `run` blocks on one coroutine there."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="proctor-client", daemon=True
-        )
-        self._thread.start()
-
-    def run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()  # e.g. KeyboardInterrupt in the caller: stop the work too
-            raise
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
-
-
 class ProctorClient:
     """A blocking client of one Proctor server; see `AsyncProctorClient` for what each argument
     and method does. `transport` may be blocking (`httpx.BaseTransport`) or async."""
@@ -87,7 +60,7 @@ class ProctorClient:
     ) -> None:
         if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
             transport = _ThreadedTransport(transport)
-        self._loop = _LoopThread()
+        self._loop = LoopThread("proctor-client")
 
         async def build() -> AsyncProctorClient:
             return AsyncProctorClient(
@@ -162,7 +135,7 @@ class ProctorClient:
 class Jobs:
     """`AsyncJobs`, blocking."""
 
-    def __init__(self, loop: _LoopThread, jobs: AsyncJobs) -> None:
+    def __init__(self, loop: LoopThread, jobs: AsyncJobs) -> None:
         self._loop = loop
         self._jobs = jobs
 

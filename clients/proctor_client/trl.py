@@ -27,12 +27,12 @@ Until the function has had one answer from the server, a call that cannot connec
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proctor_client._async_client import AsyncProctorClient
+from proctor_client._loops import PerLoop
 from proctor_client._models import ScoreResult
 from proctor_client._rows import ReferenceFrom, pick_reference, reward_or_none
 
@@ -103,31 +103,27 @@ class ProctorRewardFunc:
         self.deadline_s = deadline_s
         self.__name__ = name
         self.client_options = dict(client_options)
-        self._client: AsyncProctorClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clients: PerLoop[AsyncProctorClient] = PerLoop()
         self.reached = False
         """Whether any call of this function has had an answer from the server (carried over
         to the client of a new event loop, so the unreachable rule holds across loops)."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_client"] = state["_loop"] = None
+        state["_clients"] = PerLoop()
         return state
 
-    def _client_for_this_loop(self) -> AsyncProctorClient:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = AsyncProctorClient(self.url, api_key=self.api_key, **self.client_options)
-            self._client.reached = self.reached
-            self._loop = loop
-        return self._client
+    def _new_client(self) -> AsyncProctorClient:
+        client = AsyncProctorClient(self.url, api_key=self.api_key, **self.client_options)
+        client.reached = self.reached
+        return client
 
     async def aclose(self) -> None:
-        """Close this function's connections (TRL's reward loop lives as long as the trainer;
-        call this before closing a loop of your own)."""
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = self._loop = None
+        """Close this function's connections on the running event loop (TRL's reward loop lives
+        as long as the trainer; call this before closing a loop of your own)."""
+        client = self._clients.pop()
+        if client is not None:
+            await client.aclose()
 
     def items(
         self,
@@ -167,7 +163,7 @@ class ProctorRewardFunc:
         state = kwargs.get("trainer_state")
         step = getattr(state, "global_step", None)
         items = self.items(completions, completion_ids, columns, step)
-        client = self._client_for_this_loop()
+        client = self._clients.get(self._new_client)
         try:
             results = await client.score(items, spec=self.spec, deadline_s=self.deadline_s)
         finally:

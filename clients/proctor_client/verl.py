@@ -19,7 +19,6 @@ termination penalties do not apply here.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -29,6 +28,7 @@ from typing import Any
 from proctor_client._async_client import AsyncProctorClient
 from proctor_client._coalesce import Coalescer
 from proctor_client._errors import ProctorError
+from proctor_client._loops import PerLoop
 from proctor_client._models import ScoreItem, ScoreResult
 from proctor_client._rows import as_reference
 
@@ -86,29 +86,27 @@ def _reference(ground_truth: Any) -> dict[str, Any] | None:
     return as_reference(ground_truth)
 
 
-_coalescers: dict[tuple[Any, ...], tuple[asyncio.AbstractEventLoop, Coalescer]] = {}
+_coalescers: dict[tuple[Any, ...], PerLoop[Coalescer]] = {}
 
 
 def _coalescer(
     url: str, api_key: str | None, spec: str | None, linger_s: float, deadline_s: float | None
 ) -> Coalescer:
     """One per configuration and event loop (verl's reward workers each run their own loop)."""
-    loop = asyncio.get_running_loop()
-    key = (url, api_key, spec, linger_s, deadline_s, id(loop))
-    found = _coalescers.get(key)
-    if found is None or found[0] is not loop:
-        client = AsyncProctorClient(url, api_key=api_key)
-        found = _coalescers[key] = (loop, Coalescer(client, spec, linger_s, 4096, deadline_s))
-    return found[1]
+
+    def make() -> Coalescer:
+        return Coalescer(AsyncProctorClient(url, api_key=api_key), spec, linger_s, 4096, deadline_s)
+
+    per_loop = _coalescers.setdefault((url, api_key, spec, linger_s, deadline_s), PerLoop())
+    return per_loop.get(make)
 
 
 async def aclose() -> None:
     """Close the connections `compute_score` opened on the running event loop (verl's loop
     lives as long as its worker; call this before closing a loop of your own)."""
-    loop = asyncio.get_running_loop()
-    for key, (owner, batcher) in list(_coalescers.items()):
-        if owner is loop:
-            del _coalescers[key]
+    for per_loop in list(_coalescers.values()):
+        batcher = per_loop.pop()
+        if batcher is not None:
             await batcher.client.aclose()
 
 

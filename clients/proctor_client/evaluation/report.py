@@ -257,8 +257,21 @@ def write_markdown(
     skipped: Sequence[BadRow],
     verified: Verified | None,
 ) -> None:
+    md = _intro(study, spec) + _warnings_section(study, skipped) + _models_section(study)
+    md += _pass_at_k_section(study, figures) + _families_section(study, figures)
+    md += _success_rates_section(figures)
+    for name, p in study.paired.items():
+        md += _paired_section(name, p, figures[f"paired:{name}"], study)
+    md += _unsolved_section(study)
+    if verified is not None:
+        md += _review_section(study, verified)
+    path.write_text("\n".join(md) + "\n", encoding="utf-8")
+
+
+def _intro(study: Study, spec: SpecSummary) -> list[str]:
+    """The title and the definitions every number below rests on."""
     o = study.options
-    md: list[str] = [
+    return [
         "# pass@k study",
         "",
         f"Spec `{spec.name}` {spec.version} (`{spec.hash}`). Success: {_success_rule(study)}. "
@@ -269,14 +282,20 @@ def write_markdown(
         "picking that response without the verifier.",
         "",
     ]
-    if study.warnings or skipped:
-        md += ["## Warnings", ""]
-        md += [f"- {w}" for w in study.warnings]
-        if skipped:
-            md.append(f"- {len(skipped)} malformed row(s) skipped (`--skip-bad`):")
-            md += [f"  - {b.message}" for b in skipped[:LISTED]]
-        md.append("")
-    md += [
+
+
+def _warnings_section(study: Study, skipped: Sequence[BadRow]) -> list[str]:
+    if not (study.warnings or skipped):
+        return []
+    md = ["## Warnings", "", *(f"- {w}" for w in study.warnings)]
+    if skipped:
+        md.append(f"- {len(skipped)} malformed row(s) skipped (`--skip-bad`):")
+        md += [f"  - {b.message}" for b in skipped[:LISTED]]
+    return [*md, ""]
+
+
+def _models_section(study: Study) -> list[str]:
+    md = [
         "## Models",
         "",
         "Parse rate x correctness among parsed = strict success (review eq. 16). Mean score keeps "
@@ -293,8 +312,12 @@ def write_markdown(
             f"{_pct(s.parse_rate)} | {_pct(s.correct_given_parsed)} | {_pct(s.strict_success)} | "
             f"{s.mean_score:.3f} | {s.mean_reward:.3f} | {excluded or '0'} |"
         )
+    return md
+
+
+def _pass_at_k_section(study: Study, figures: dict[str, str]) -> list[str]:
     chance = next((s.curve.chance for s in study.models.values() if s.curve.chance), None)
-    md += ["", "## pass@k", "", f"![pass@k]({figures['pass_at_k']})", ""]
+    md = ["", "## pass@k", "", f"![pass@k]({figures['pass_at_k']})", ""]
     md += _curve_table({n: s.curve for n, s in study.models.items()}, chance)
     if chance is not None:
         md += [
@@ -302,22 +325,25 @@ def write_markdown(
             "Chance: the coverage k uniform guesses among the options of the multiple-choice "
             "prompts would reach (other prompts count 0). Coverage near it is bought by guessing.",
         ]
-    md.append("")
+    return [*md, ""]
+
+
+def _families_section(study: Study, figures: dict[str, str]) -> list[str]:
     if "families" not in figures:
-        md += [
+        return [
             "One task family: pass_at_k_families.png is written only when a study has several.",
             "",
         ]
-    if "families" in figures:
-        md += ["## Per task family", "", f"![families]({figures['families']})", ""]
-        families = sorted({f for s in study.models.values() for f in s.families})
-        for family in families:
-            curves = {
-                n: s.families[family] for n, s in study.models.items() if family in s.families
-            }
-            chance = next((c.chance for c in curves.values() if c.chance), None)
-            md += [f"### {family}", "", *_curve_table(curves, chance), ""]
-    md += [
+    md = ["## Per task family", "", f"![families]({figures['families']})", ""]
+    for family in sorted({f for s in study.models.values() for f in s.families}):
+        curves = {n: s.families[family] for n, s in study.models.items() if family in s.families}
+        chance = next((c.chance for c in curves.values() if c.chance), None)
+        md += [f"### {family}", "", *_curve_table(curves, chance), ""]
+    return md
+
+
+def _success_rates_section(figures: dict[str, str]) -> list[str]:
+    return [
         "## Per-prompt success rates",
         "",
         f"![success rates]({figures['success_rates']})",
@@ -326,12 +352,6 @@ def write_markdown(
         "with sampling noise in each.",
         "",
     ]
-    for name, p in study.paired.items():
-        md += _paired_section(name, p, figures[f"paired:{name}"], study)
-    md += _unsolved_section(study)
-    if verified is not None:
-        md += _review_section(study, verified)
-    path.write_text("\n".join(md) + "\n", encoding="utf-8")
 
 
 def _range(interval: Interval | None, digits: int = 3) -> str:

@@ -75,6 +75,7 @@ __all__ = [
     "assign_advantages",
     "collect_groups",
     "load_args",
+    "run_scorer",
     "step_metrics",
     "train",
     "update_policy",
@@ -376,7 +377,7 @@ def train(
         run.load_state_dict(load_checkpoint(checkpoint), world)
         log.info("resuming from %s (%d steps done)", checkpoint, run.completed_steps)
     metrics_log = MetricsLog(out, run.completed_steps, args.tensorboard) if world.main else None
-    scorer = _scorer(args, url, api_key)
+    scorer = run_scorer(args, url, api_key)
     pad = tokenizer.pad_token_id
     rollouts = Rollouts(args, tokenizer, scorer, tokenizer.eos_token_id if pad is None else pad)
     last_checkpoint = checkpoint if checkpoint is not None else run.save(out, world)
@@ -433,7 +434,8 @@ def validation_set(args: Args, pools: dict[str, list[Prompt]], url: str) -> list
     return PromptSampler(pools, seed=args.seed + 1).sample(args.validation_prompts, mixture)
 
 
-def _scorer(args: Args, url: str, api_key: str | None) -> BackgroundScorer:
+def run_scorer(args: Args, url: str, api_key: str | None) -> BackgroundScorer:
+    """The run's scorer, as `args` sets it (both engines score through this one)."""
     return BackgroundScorer(
         url,
         pause_s=args.scoring_pause_s,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -34,6 +33,7 @@ from proctor_client import (
     _defaults,
     codes,
 )
+from proctor_client._loops import LoopThread
 from proctor_client.trainer.data import Prompt
 
 __all__ = [
@@ -113,11 +113,9 @@ class BackgroundScorer:
         self.url = url
         self.pause_s = pause_s
         self.max_pauses = max_pauses
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="scorer", daemon=True)
-        self._thread.start()
+        self._loop = LoopThread("scorer")
         opened = self._open(url, api_key, client_retries, chunk_size, max_concurrency)
-        self._client: AsyncProctorClient = self._call(opened)
+        self._client = self._loop.run(opened)
         self._client.reached = reached
 
     async def _open(
@@ -132,12 +130,9 @@ class BackgroundScorer:
             max_concurrency=concurrency,
         )
 
-    def _call(self, coroutine: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
-
     def submit(self, items: Sequence[ScoreItem], spec: str | None) -> Future[Scored]:
         """Start scoring `items` under `spec` (None: the server's default spec)."""
-        return asyncio.run_coroutine_threadsafe(self._timed(list(items), spec), self._loop)
+        return self._loop.submit(self._timed(list(items), spec))
 
     async def _timed(self, items: list[ScoreItem], spec: str | None) -> Scored:
         began = time.perf_counter()
@@ -174,10 +169,8 @@ class BackgroundScorer:
         return results
 
     def close(self) -> None:
-        self._call(self._client.aclose())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=30)
-        self._loop.close()
+        self._loop.run(self._client.aclose())
+        self._loop.stop(timeout_s=30)
 
 
 def _unanswered(result: ScoreResult) -> bool:

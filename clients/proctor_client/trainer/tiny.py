@@ -15,7 +15,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast, Qwen2Config, 
 
 from proctor_client.trainer.data import Prompt
 
-__all__ = ["DIGIT_NAMES", "digit_prompts", "tiny_model", "tiny_tokenizer"]
+__all__ = ["DIGIT_NAMES", "digit_prompts", "qwen2_config", "tiny_model", "tiny_tokenizer"]
 
 DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 _FILLER = ("the", "answer", "is", "so")
@@ -38,22 +38,36 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     )
 
 
-def tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> PreTrainedModel:
-    """A two-layer Qwen2 with random weights drawn from `seed` (about 20K parameters)."""
-    eos = tokenizer.eos_token_id
-    config = Qwen2Config(
+def qwen2_config(
+    tokenizer: PreTrainedTokenizerFast,
+    *,
+    hidden: int,
+    ffn: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    positions: int,
+) -> Qwen2Config:
+    """A Qwen2 of these sizes over `tokenizer`'s vocabulary, with tied embeddings, EOS as padding
+    and no BOS (the tiny tokenizer has none)."""
+    return Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
+        hidden_size=hidden,
+        intermediate_size=ffn,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=positions,
         tie_word_embeddings=True,
-        eos_token_id=eos,
-        pad_token_id=eos,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
     )
+
+
+def tiny_model(tokenizer: PreTrainedTokenizerFast, seed: int) -> PreTrainedModel:
+    """A two-layer Qwen2 with random weights drawn from `seed` (about 20K parameters)."""
+    config = qwen2_config(tokenizer, hidden=32, ffn=64, layers=2, heads=4, kv_heads=2, positions=64)
     devices = torch.random.fork_rng(devices=[])
     with devices:
         torch.manual_seed(seed)

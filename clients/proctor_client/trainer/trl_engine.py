@@ -50,7 +50,13 @@ from proctor_client.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from proctor_client.trainer.config import Args
 from proctor_client.trainer.data import PromptSampler
 from proctor_client.trainer.distributed import World
-from proctor_client.trainer.grpo import Rollouts, apply_resets, validate, validation_set
+from proctor_client.trainer.grpo import (
+    Rollouts,
+    apply_resets,
+    run_scorer,
+    validate,
+    validation_set,
+)
 from proctor_client.trainer.loading import load_model, load_pools
 from proctor_client.trainer.metrics import MetricsLog, StepClock, log_step
 from proctor_client.trainer.proctor import BackgroundScorer, preflight
@@ -277,16 +283,7 @@ def _start(
         run.load_state_dict(load_checkpoint(checkpoint), world)
         log.info("resuming from %s (%d steps done)", checkpoint, run.completed_steps)
     end = schedule.total_steps if stop_after is None else min(stop_after, schedule.total_steps)
-    scorer = BackgroundScorer(
-        url,
-        api_key=api_key,
-        pause_s=args.scoring_pause_s,
-        max_pauses=args.scoring_max_pauses,
-        client_retries=args.scoring_retries,
-        chunk_size=args.scoring_chunk_size,
-        max_concurrency=args.scoring_concurrency,
-        reached=True,  # the preflight had its answers
-    )
+    scorer = run_scorer(args, url, api_key)
     return _Run(
         args=args,
         url=url,

@@ -19,7 +19,6 @@ in the environment its code hash names. It survives Redis restarts: RQ's loops r
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import pickle
@@ -27,7 +26,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
@@ -35,11 +34,10 @@ from rq import Queue, SimpleWorker
 from rq.timeouts import BaseDeathPenalty
 
 from reward_specs import Item, Outcome, Registry, Spec
-from service.dispatch.local import LocalDispatcher
+from service.dispatch.blocking import BlockingDispatcher
 from service.loading import load_all_specs, load_registry
 from service.queue import keys, timings, transport
 from service.settings import Settings
-from service.tenancy import set_tenant
 
 __all__ = ["WorkerHost", "run_worker", "score_chunk"]
 
@@ -77,24 +75,36 @@ class _NoDeathPenalty(BaseDeathPenalty):
 
 
 class ChunkWorker(SimpleWorker):
-    """RQ's non-forking worker, run on a thread of the host."""
+    """RQ's non-forking worker, run on a thread of the host.
+
+    RQ's own stop request (`request_stop`) is a signal handler: it installs handlers, which
+    only the main thread may do, and it raises out of the thread it runs on. A loop on another
+    thread is stopped with `stop_after_job` instead: its wait for a job (RQ's public
+    `dequeue_job_and_maintain_ttl`, `dequeue_timeout` at a time) then finds no job, and RQ's
+    `work` loop ends as on any dequeue that finds none, after the job it is running."""
 
     death_penalty_class = _NoDeathPenalty
     max_connection_wait_time = 2.0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stopping = threading.Event()
+
     def _install_signal_handlers(self) -> None:
-        pass  # the host's main thread owns the signals
+        pass  # RQ's hook to install them: the host's main thread owns the signals
+
+    def stop_after_job(self) -> None:
+        """End the loop once its current job (if any) is done; any thread may call it."""
+        self.stopping.set()
 
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> Any:
-        """RQ waits for a job as long as it takes and sees a stop request only through a
-        signal, which reaches the main thread alone: here it waits `dequeue_timeout` at a time
-        and, once a stop is requested, returns no job, which ends the loop."""
-        while True:
+        while not self.stopping.is_set():
             found = super().dequeue_job_and_maintain_ttl(timeout, self.dequeue_timeout)
-            if found is not None or self._stop_requested:
+            if found is not None:
                 return found
+        return None
 
 
 class WorkerHost:
@@ -116,8 +126,7 @@ class WorkerHost:
         self._full_registry = registry
         self.name = f"{socket.gethostname()}-{os.getpid()}"
         self.client = transport.connect(settings.queue_url)
-        self.dispatcher = LocalDispatcher(settings, self.registry)
-        self._loop = asyncio.new_event_loop()
+        self.dispatcher = BlockingDispatcher(settings, self.registry)
         self._leases: set[str] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -125,10 +134,7 @@ class WorkerHost:
         """Sandboxed domain -> its sandbox's environment digest, once started."""
 
     def start(self) -> None:
-        threading.Thread(
-            target=self._loop.run_forever, name="proctor-host-loop", daemon=True
-        ).start()
-        asyncio.run_coroutine_threadsafe(self.dispatcher.start(), self._loop).result()
+        self.dispatcher.start()
         self.environments = self.dispatcher.environments()
         if self.environments:  # the hashes its outcomes are scored under, as the API's
             self.specs = load_all_specs(
@@ -145,8 +151,7 @@ class WorkerHost:
                 pipe.execute()
         except transport.REDIS_ERRORS:
             log.warning("could not withdraw this worker from the queue (it expires by itself)")
-        asyncio.run_coroutine_threadsafe(self.dispatcher.stop(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self.dispatcher.stop()
 
     def ready(self) -> bool:
         """Whether the pool (and the sandbox, for code) can score: only then does the worker
@@ -226,20 +231,12 @@ class WorkerHost:
             message = f"worker {self.name} has no spec {spec_name!r}"
             return [Outcome.failure("infra_error", "unknown_spec", message)] * len(items)
         deadline = time.monotonic() + remaining_s
-        run = _as_tenant(tenant, self.dispatcher.run(spec, items, deadline))
         try:
-            return asyncio.run_coroutine_threadsafe(run, self._loop).result()
+            return self.dispatcher.run(spec, items, deadline, tenant)
         except Exception as exc:  # a bug of ours: every item says so, none is lost
             log.exception("a chunk of batch %s failed in worker %s", batch_id, self.name)
             message = f"the worker failed on this chunk ({type(exc).__name__}: {exc})"
             return [Outcome.failure("infra_error", "dispatch_error", message)] * len(items)
-
-
-async def _as_tenant(tenant: str, run: Coroutine[Any, Any, list[Outcome]]) -> list[Outcome]:
-    """`run` with `tenant` as the tenant of its context (the loop's task does not inherit the
-    RQ thread's context)."""
-    set_tenant(tenant)
-    return await run
 
 
 _RQ_WORKER_TTL_S = 18
@@ -297,7 +294,7 @@ class _Loops:
     def _stop_loop(self, slot: int) -> None:
         worker = self.workers[slot]
         if worker is not None:
-            worker._stop_requested = True  # RQ's own flag: the loop ends after its job
+            worker.stop_after_job()
 
     def serve(self) -> None:
         """Keep the loops running while the host is ready; while it is not (its pool broken,

@@ -33,11 +33,11 @@ import redis
 from rq import Queue
 from rq.job import Job
 
-from reward_specs import Item, Outcome
+from reward_specs import Item, Outcome, codes
 from service.dispatch.base import Unavailable
 from service.dispatch.outcomes import POISON_MESSAGE, OutcomeLedger
 from service.logs import request_id
-from service.queue import keys, timings, transport
+from service.queue import keys, leases, timings, transport
 from service.queue.grants import Grants
 
 WAKE_S = 0.1
@@ -135,7 +135,7 @@ class BatchRun:
         self.outcomes = OutcomeLedger(len(items), on_done, self.log_extra)
         self.granted: deque[_Chunk] = deque()
         self.cancelled = threading.Event()
-        self._stopped_by = ("deadline_exceeded", "the request deadline passed")
+        self._stopped_by = (codes.DEADLINE_EXCEEDED, "the request deadline passed")
         self._jobs = 0
         self._chunks: list[_Chunk] = []
         by_domain: dict[str, list[int]] = {}
@@ -294,7 +294,7 @@ class BatchRun:
         with self.client.pipeline(transaction=False) as pipe:
             for chunk in open_chunks:
                 pipe.exists(keys.claim_key(chunk.job_id))
-                pipe.exists(keys.lease_key(chunk.job_id))
+                leases.CHUNK.held(pipe, chunk.job_id)
                 pipe.hget(Job.key_for(chunk.job_id), "status")
             answers = pipe.execute()
         now = time.monotonic()
@@ -312,7 +312,7 @@ class BatchRun:
                 chunk.unclaimed_since = None
             elif chunk.unclaimed_since is None:
                 chunk.unclaimed_since = now
-            elif now - chunk.unclaimed_since >= timings.LEASE_TTL_S:
+            elif now - chunk.unclaimed_since >= leases.CHUNK.ttl_s:
                 unclaimed.append(chunk)
         if lapsed or unclaimed:
             self._drain()  # a chunk that finished pushed its results before it dropped its lease
@@ -370,7 +370,7 @@ class BatchRun:
                 )
                 self.counters.add(orphaned_items=len(todo))
                 for position in todo:
-                    failed = Outcome.failure("infra_error", "workers_unavailable", message)
+                    failed = Outcome.failure("infra_error", codes.WORKERS_UNAVAILABLE, message)
                     self._record(position, failed)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from rq import Queue
 
-from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
+from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, score_item
 from service.dispatch.base import (
     DispatchStats,
     Overloaded,
@@ -306,7 +306,9 @@ class QueueDispatcher:
                 await loop.run_in_executor(self._threads, self._admit, batch)
                 scored = await loop.run_in_executor(self._threads, self._run_admitted, batch)
             except asyncio.CancelledError:
-                batch.cancel("dispatch_error", "the request was cancelled")  # ends at its next look
+                batch.cancel(
+                    codes.DISPATCH_ERROR, "the request was cancelled"
+                )  # ends at its next look
                 raise
             finally:
                 self._batches.discard(batch)

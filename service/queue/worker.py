@@ -33,10 +33,10 @@ from typing import Any
 from rq import Queue, SimpleWorker
 from rq.timeouts import BaseDeathPenalty
 
-from reward_specs import Item, Outcome, Registry, Spec
+from reward_specs import Item, Outcome, Registry, Spec, codes
 from service.dispatch.blocking import BlockingDispatcher
 from service.loading import load_all_specs, load_registry
-from service.queue import keys, timings, transport
+from service.queue import keys, leases, timings, transport
 from service.settings import Settings
 
 __all__ = ["WorkerHost", "run_worker", "score_chunk"]
@@ -167,8 +167,8 @@ class WorkerHost:
                 with self._lock:
                     held = list(self._leases)
                 with self.client.pipeline(transaction=False) as pipe:
-                    for job_id in held:  # XX: a lease dropped meanwhile stays dropped
-                        pipe.set(keys.lease_key(job_id), 1, px=_ms(timings.LEASE_TTL_S), xx=True)
+                    for job_id in held:
+                        leases.CHUNK.refresh(pipe, job_id)
                     if time.monotonic() - said_alive >= timings.ALIVE_REFRESH_S:
                         ready = self.ready()
                         key = keys.alive_key(self.name)
@@ -204,7 +204,7 @@ class WorkerHost:
         keep = _ms(remaining + timings.KEEP_S)
         with self.client.pipeline() as pipe:
             pipe.set(keys.claim_key(job_id), self.name, px=keep)
-            pipe.set(keys.lease_key(job_id), 1, px=_ms(timings.LEASE_TTL_S))
+            leases.CHUNK.acquire(pipe, job_id)
             pipe.execute()
         with self._lock:
             self._leases.add(job_id)
@@ -219,7 +219,7 @@ class WorkerHost:
         with self.client.pipeline() as pipe:  # one transaction: results first, then the lease
             pipe.rpush(key, payload)
             pipe.pexpire(key, keep)
-            pipe.delete(keys.lease_key(job_id))
+            leases.CHUNK.release(pipe, job_id)
             pipe.execute()
         return len(tasks)
 
@@ -229,14 +229,14 @@ class WorkerHost:
         spec = self.specs.get(spec_name)
         if spec is None:
             message = f"worker {self.name} has no spec {spec_name!r}"
-            return [Outcome.failure("infra_error", "unknown_spec", message)] * len(items)
+            return [Outcome.failure("infra_error", codes.UNKNOWN_SPEC, message)] * len(items)
         deadline = time.monotonic() + remaining_s
         try:
             return self.dispatcher.run(spec, items, deadline, tenant)
         except Exception as exc:  # a bug of ours: every item says so, none is lost
             log.exception("a chunk of batch %s failed in worker %s", batch_id, self.name)
             message = f"the worker failed on this chunk ({type(exc).__name__}: {exc})"
-            return [Outcome.failure("infra_error", "dispatch_error", message)] * len(items)
+            return [Outcome.failure("infra_error", codes.DISPATCH_ERROR, message)] * len(items)
 
 
 _RQ_WORKER_TTL_S = 18

@@ -75,7 +75,9 @@ class Counters:
 
 
 @dataclass(eq=False)
-class _Chunk:
+class _ChunkJob:
+    """A part of a batch sent as one RQ job (re-sent as new ones if its worker is lost)."""
+
     domain: str
     positions: list[int]
     lapses: int = 0
@@ -133,18 +135,18 @@ class BatchRun:
         self.grants = grants
         self.tenant = tenant
         self.outcomes = OutcomeLedger(len(items), on_done, self.log_extra)
-        self.granted: deque[_Chunk] = deque()
+        self.granted: deque[_ChunkJob] = deque()
         self.cancelled = threading.Event()
         self._stopped_by = (codes.DEADLINE_EXCEEDED, "the request deadline passed")
         self._jobs = 0
-        self._chunks: list[_Chunk] = []
+        self._chunks: list[_ChunkJob] = []
         by_domain: dict[str, list[int]] = {}
         for position, item in enumerate(items):
             by_domain.setdefault(item.domain, []).append(position)
         for domain, positions in by_domain.items():
             size = chunk_items(domain, len(positions))
             for start in range(0, len(positions), size):
-                self._chunks.append(_Chunk(domain, positions[start : start + size]))
+                self._chunks.append(_ChunkJob(domain, positions[start : start + size]))
 
     def clock(self, redis_now: float) -> None:
         """Place the deadline on Redis's clock, `redis_now` being its time now."""
@@ -155,13 +157,13 @@ class BatchRun:
         self._stopped_by = (code, why)
         self.cancelled.set()
 
-    def grant(self, chunk: _Chunk) -> None:
+    def grant(self, chunk: _ChunkJob) -> None:
         """`grants` lets `chunk` go on its queue (any thread; this batch's loop enqueues it)."""
         chunk.held = True
         self.granted.append(chunk)
 
-    def _offer(self, chunks: Sequence[_Chunk], *, front: bool = False) -> None:
-        by_domain: dict[str, list[_Chunk]] = {}
+    def _offer(self, chunks: Sequence[_ChunkJob], *, front: bool = False) -> None:
+        by_domain: dict[str, list[_ChunkJob]] = {}
         for chunk in chunks:
             by_domain.setdefault(chunk.domain, []).append(chunk)
         for domain, offered in by_domain.items():
@@ -172,7 +174,7 @@ class BatchRun:
             if chunk.held and not self._todo(chunk):
                 self._release(chunk)
 
-    def _release(self, chunk: _Chunk) -> None:
+    def _release(self, chunk: _ChunkJob) -> None:
         if chunk.held:
             chunk.held = False
             self.grants.finish(self, chunk.domain)
@@ -251,10 +253,10 @@ class BatchRun:
 
     # ------------------------------------------------------------------ chunks
 
-    def _todo(self, chunk: _Chunk) -> list[int]:
+    def _todo(self, chunk: _ChunkJob) -> list[int]:
         return [p for p in chunk.positions if not self.outcomes.has(p)]
 
-    def _enqueue(self, chunks: Sequence[_Chunk]) -> None:
+    def _enqueue(self, chunks: Sequence[_ChunkJob]) -> None:
         by_queue: dict[str, list[Any]] = {}
         remaining_s = max(1, math.ceil(self.deadline - time.monotonic()))
         for chunk in chunks:
@@ -321,10 +323,10 @@ class BatchRun:
         self._check_orphans()
         self._release_finished()
 
-    def _rerun(self, lost: Sequence[_Chunk], *, strike: bool) -> None:
+    def _rerun(self, lost: Sequence[_ChunkJob], *, strike: bool) -> None:
         """Enqueue again what is left of `lost` chunks; with `strike`, their items were being
         scored when the worker was lost, and count that against them."""
-        again: list[_Chunk] = []
+        again: list[_ChunkJob] = []
         for chunk in lost:
             todo = self._todo(chunk)
             chunk.positions = []  # closed: what is left of it goes on as new chunks
@@ -339,9 +341,9 @@ class BatchRun:
                 extra=self.log_extra,
             )
             if lapses < _MAX_LAPSES:
-                again.append(_Chunk(chunk.domain, todo, lapses))
+                again.append(_ChunkJob(chunk.domain, todo, lapses))
             elif len(todo) > 1:  # which item killed the workers? each goes alone from now
-                again += [_Chunk(chunk.domain, [p], 1) for p in todo]
+                again += [_ChunkJob(chunk.domain, [p], 1) for p in todo]
             else:
                 self.counters.add(poison_items=1)
                 self._record(todo[0], Outcome.judged_zero("poison", message=POISON_MESSAGE))

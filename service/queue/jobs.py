@@ -70,8 +70,9 @@ ARGV: the earliest end kept, the count, the bytes, the prefix of a job's key).""
 
 
 @dataclass(frozen=True)
-class _Snapshot:
-    """A job as Redis holds it: its state, and its result as the encoded JSON Redis keeps."""
+class _StoredJob:
+    """A job as Redis holds it (not the running `Job` of the replica that runs it): its state,
+    and its result as the encoded JSON Redis keeps."""
 
     id: str
     status: JobStatus
@@ -234,7 +235,7 @@ class RedisJobStore:
                 log.warning("job %s: cannot record its end (%s); retrying", job_id, exc)
                 await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
 
-    async def get(self, job_id: str) -> _Snapshot | None:
+    async def get(self, job_id: str) -> _StoredJob | None:
         fields = await self._redis(lambda: self.client.hgetall(keys.job_key(job_id)))
         if not fields:
             return None
@@ -243,7 +244,7 @@ class RedisJobStore:
         if text.get("tenant", OPEN_TENANT) != tenant():
             return None  # another tenant's job is as unknown as a missing one
         if "status" not in text or "total" not in text:
-            return _Snapshot(job_id, _lost(job_id, text))
+            return _StoredJob(job_id, _lost(job_id, text))
         error = text.get("error")
         status = JobStatus(
             job_id=job_id,
@@ -252,9 +253,9 @@ class RedisJobStore:
             completed=int(text.get("completed", 0)),
             error=ErrorInfo.model_validate_json(error) if error else None,
         )
-        return _Snapshot(job_id, status, result)
+        return _StoredJob(job_id, status, result)
 
-    async def delete(self, job_id: str) -> _Snapshot | None:
+    async def delete(self, job_id: str) -> _StoredJob | None:
         """Cancel a running job (wherever it runs; kept as `cancelled`) or forget a finished
         one; the job as it now stands, or None if there is no such job."""
         job = await self.get(job_id)

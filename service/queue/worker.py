@@ -3,18 +3,19 @@
 Why not RQ's default `Worker`: it forks a work horse per job, so every chunk would pay a cold
 start (the verifiers' imports and grammars, the sandbox pool) that takes seconds, against
 milliseconds of scoring. Instead the worker hosts the embedded default, warm, once: a
-`LocalDispatcher` (the process pool, one process per core, and the sandbox pool for code), and
-runs RQ's non-forking `SimpleWorker` loops on threads (`worker_concurrency` of them) that hand
-each chunk to it; each chunk is spread over all the pool's processes. RQ still owns the queues,
-the job records and the registries (`rq info` shows these workers).
+`LocalDispatcher` (the process pool, one process per core, and the sandbox pool for code) behind
+the blocking calls of `BlockingDispatcher`, and runs RQ's non-forking `SimpleWorker` loops on
+threads (`worker_concurrency` of them) that hand each chunk to it; each chunk is spread over all
+the pool's processes. RQ still owns the queues, the job records and the registries (`rq info`
+shows these workers).
 
-A chunk is claimed in Redis when it starts and leased while it is scored (`keys`): a worker that
-is killed, stopped or cut off stops refreshing its leases, and the API re-runs its chunks within
-seconds, without waiting for RQ's heartbeat expiry. The worker says it is alive (and which
-domains it serves, and its sandbox's environment digest) only while its pool is ready; it takes
-code chunks from its digest's queue only, so an API sends them only to workers that score them
-in the environment its code hash names. It survives Redis restarts: RQ's loops reconnect
-(one that gives up is started again), and so do the lease and liveness beats.
+A chunk is claimed in Redis when it starts and leased while it is scored (`leases.CHUNK`, which
+says why that lease is ours and not RQ's): a worker that is killed, stopped or cut off stops
+refreshing its leases, and the API re-runs its chunks within seconds. The worker says it is
+alive (and which domains it serves, and its sandbox's environment digest) only while its pool is
+ready; it takes code chunks from its digest's queue only, so an API sends them only to workers
+that score them in the environment its code hash names. It survives Redis restarts: RQ's loops
+reconnect (one that gives up is started again), and so do the lease and liveness beats.
 """
 
 from __future__ import annotations

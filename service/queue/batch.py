@@ -297,12 +297,12 @@ class BatchRun:
             for chunk in open_chunks:
                 pipe.exists(keys.claim_key(chunk.job_id))
                 leases.CHUNK.held(pipe, chunk.job_id)
-                pipe.hget(Job.key_for(chunk.job_id), "status")
             answers = pipe.execute()
+        claims = dict(zip(open_chunks, zip(answers[::2], answers[1::2], strict=True), strict=True))
+        queued = self._queued([c for c in open_chunks if not claims[c][0]])
         now = time.monotonic()
         lapsed, unclaimed = [], []
-        for n, chunk in enumerate(open_chunks):
-            claimed, leased, status = answers[3 * n : 3 * n + 3]
+        for chunk, (claimed, leased) in claims.items():
             if claimed:
                 if not leased:
                     lapsed.append(chunk)
@@ -310,7 +310,7 @@ class BatchRun:
             # Taken off its queue, yet never claimed: its worker died (or lost Redis) in
             # between, or the job function failed. Lost too, once the worker had time to claim;
             # but no item of it was scored, so none of them is a suspect.
-            if status == b"queued":
+            if chunk.job_id in queued:
                 chunk.unclaimed_since = None
             elif chunk.unclaimed_since is None:
                 chunk.unclaimed_since = now
@@ -322,6 +322,13 @@ class BatchRun:
             self._rerun([c for c in unclaimed if self._todo(c)], strike=False)
         self._check_orphans()
         self._release_finished()
+
+    def _queued(self, chunks: Sequence[_ChunkJob]) -> set[str]:
+        """The jobs of `chunks` still waiting on their queue, as RQ's job records say."""
+        if not chunks:
+            return set()
+        jobs = Job.fetch_many([c.job_id for c in chunks], connection=self.client)
+        return {j.id for j in jobs if j is not None and j.get_status(refresh=False) == "queued"}
 
     def _rerun(self, lost: Sequence[_ChunkJob], *, strike: bool) -> None:
         """Enqueue again what is left of `lost` chunks; with `strike`, their items were being

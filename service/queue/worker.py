@@ -32,7 +32,7 @@ from types import FrameType
 from typing import Any
 
 from rq import Queue, SimpleWorker
-from rq.timeouts import BaseDeathPenalty
+from rq.timeouts import TimerDeathPenalty
 
 from reward_specs import Item, Outcome, Registry, Spec, codes
 from service.dispatch.blocking import BlockingDispatcher
@@ -64,17 +64,6 @@ def score_chunk(
     return _host.score_chunk(batch_id, job_id, spec_name, tasks, deadline, tenant)
 
 
-class _NoDeathPenalty(BaseDeathPenalty):
-    """RQ's job timeout uses `signal.alarm`, main thread only; the host's dispatcher enforces
-    per-item timeouts and the request deadline itself."""
-
-    def setup_death_penalty(self) -> None:
-        pass
-
-    def cancel_death_penalty(self) -> None:
-        pass
-
-
 class ChunkWorker(SimpleWorker):
     """RQ's non-forking worker, run on a thread of the host.
 
@@ -84,7 +73,9 @@ class ChunkWorker(SimpleWorker):
     `dequeue_job_and_maintain_ttl`, `dequeue_timeout` at a time) then finds no job, and RQ's
     `work` loop ends as on any dequeue that finds none, after the job it is running."""
 
-    death_penalty_class = _NoDeathPenalty
+    death_penalty_class = TimerDeathPenalty
+    """RQ's job timeout for threads (its default, `signal.alarm`, is the main thread's only): a
+    backstop, since the dispatcher answers each item by the chunk's deadline itself."""
     max_connection_wait_time = 2.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

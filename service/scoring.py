@@ -26,7 +26,7 @@ from reward_specs import (
     reference_key,
 )
 from reward_specs.json_bounds import json_problem
-from service.dispatch.base import Dispatcher
+from service.dispatch.base import Dispatcher, MappedOnDone
 from service.ingest import RequestItem
 from service.schemas import ErrorInfo, ScoreResponse, ScoreResult, SpecSummary
 from service.settings import Settings
@@ -177,17 +177,6 @@ def _fan_out(
     return results
 
 
-@dataclass(frozen=True, slots=True)
-class _Progress:
-    """Turns "unique item i is done" into "this many of the request's items are done"."""
-
-    report: Callable[[int], None]
-    fan_in: list[int]
-
-    def __call__(self, index: int) -> None:
-        self.report(self.fan_in[index])
-
-
 async def score_batch(
     dispatcher: Dispatcher,
     spec: Spec,
@@ -259,7 +248,7 @@ async def score_batch(
     on_done = None
     if on_progress is not None:
         on_progress(len(items) - sum(len(p) for p in unique.values()))  # refused, or shared
-        on_done = _Progress(on_progress, [len(p) for p in unique.values()])
+        on_done = MappedOnDone(on_progress, [len(p) for p in unique.values()])
     scored = await dispatcher.run(spec, unique_items, deadline, on_done)
     for positions, outcome in zip(unique.values(), scored, strict=True):
         for position in positions:

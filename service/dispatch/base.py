@@ -18,8 +18,8 @@ __all__ = [
     "DispatchRefused",
     "DispatchStats",
     "Dispatcher",
+    "MappedOnDone",
     "Overloaded",
-    "Renumbered",
     "Unavailable",
     "sandboxed_domains",
 ]
@@ -109,11 +109,12 @@ def sandboxed_domains(registry: Registry) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Renumbered:
-    """An `on_done` for a sub-batch: reports the position in the whole batch."""
+class MappedOnDone:
+    """An `on_done` that reports `mapping[index]` for `index`: a sub-batch's position as the
+    whole batch's, or a unique item's as the count of the request's items it stands for."""
 
     on_done: Callable[[int], None]
-    positions: Sequence[int]
+    mapping: Sequence[int]
 
     def __call__(self, index: int) -> None:
-        self.on_done(self.positions[index])
+        self.on_done(self.mapping[index])

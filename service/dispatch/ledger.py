@@ -18,7 +18,7 @@ from multiprocessing.reduction import ForkingPickler
 
 from reward_specs import Outcome, codes
 from service.dispatch.fair import FairQueue
-from service.dispatch.pool_state import Batch, Chunk
+from service.dispatch.pool_state import Batch, PoolChunk
 
 __all__ = ["Ledger", "plan_chunks"]
 
@@ -31,7 +31,7 @@ class Ledger:
 
     def __init__(self, workers: int, chunk_size: int = 0) -> None:
         self.batches: list[Batch] = []
-        self.pending: FairQueue[Chunk] = FairQueue()
+        self.pending: FairQueue[PoolChunk] = FairQueue()
         self._workers = workers
         self._chunk_size = chunk_size
         self._chunk_ids = itertools.count()
@@ -48,7 +48,7 @@ class Ledger:
         costs = None if batch.costs is None else [batch.costs[p] for p in positions]
         for chunk in plan_chunks(len(positions), size, self._workers, costs):
             chosen = [positions[i] for i in chunk]
-            self.pending.push(batch.tenant, batch, Chunk(next(self._chunk_ids), batch, chosen))
+            self.pending.push(batch.tenant, batch, PoolChunk(next(self._chunk_ids), batch, chosen))
 
     def _size_for(self, n: int) -> int:
         if self._chunk_size:
@@ -59,10 +59,10 @@ class Ledger:
     def requeue(self, batch: Batch, positions: list[int]) -> None:
         """`positions` go out again, first, as a chunk of their own (after a worker was lost)."""
         if positions:
-            chunk = Chunk(next(self._chunk_ids), batch, positions)
+            chunk = PoolChunk(next(self._chunk_ids), batch, positions)
             self.pending.push(batch.tenant, batch, chunk, front=True)
 
-    def next_message(self) -> tuple[Chunk, bytes] | None:
+    def next_message(self) -> tuple[PoolChunk, bytes] | None:
         """The next chunk with something left to score and its message for a worker, or None
         when nothing is pending. Chunks of abandoned batches are dropped on the way."""
         while (chunk := self.pending.pop()) is not None:
@@ -76,11 +76,11 @@ class Ledger:
                 return chunk, payload
         return None
 
-    def put_back(self, chunk: Chunk) -> None:
+    def put_back(self, chunk: PoolChunk) -> None:
         """A chunk `next_message` gave that could not be sent: it is the next one out."""
         self.pending.push(chunk.batch.tenant, chunk.batch, chunk, front=True)
 
-    def _pickle(self, chunk: Chunk, todo: list[int]) -> bytes | None:
+    def _pickle(self, chunk: PoolChunk, todo: list[int]) -> bytes | None:
         """The chunk's message for a worker, or None if nothing of it is left to send. An item
         that cannot be pickled is resolved `invalid` on its own; the rest of its chunk goes."""
         batch = chunk.batch

@@ -22,7 +22,7 @@ from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, sco
 from reward_specs.code.environment import environment_digest, probe_environment
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
-from service.dispatch.base import DispatchStats, Renumbered, sandboxed_domains
+from service.dispatch.base import DispatchStats, MappedOnDone, sandboxed_domains
 from service.dispatch.costs import CostModel
 from service.dispatch.pool import WorkerPool
 from service.dispatch.threads import FairThreads
@@ -152,7 +152,7 @@ class LocalDispatcher:
 
         pool_items = [items[p] for p in in_pool]
         labels = [self.costs.label(item) for item in pool_items]
-        pool_done = None if on_done is None else Renumbered(on_done, in_pool)
+        pool_done = None if on_done is None else MappedOnDone(on_done, in_pool)
         whose = tenant()
         pool_future = self.pool.submit(
             spec.name, pool_items, deadline, self.costs.estimates(labels), pool_done, whose

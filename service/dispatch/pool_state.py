@@ -14,7 +14,7 @@ from typing import Any
 from reward_specs import Item, Outcome
 from service.dispatch.outcomes import OutcomeLedger
 
-__all__ = ["Batch", "Chunk", "PoolStats", "WorkerSlot"]
+__all__ = ["Batch", "PoolChunk", "PoolStats", "WorkerSlot"]
 
 
 @dataclass(eq=False)
@@ -41,7 +41,9 @@ class Batch:
 
 
 @dataclass(eq=False)
-class Chunk:
+class PoolChunk:
+    """A part of a batch given to one worker process of the pool."""
+
     id: int
     batch: Batch
     positions: list[int]
@@ -54,7 +56,7 @@ class WorkerSlot:
     progress: Any
     """Shared doubles: [position being scored or -1, monotonic time it started]."""
     ready: bool = False
-    chunk: Chunk | None = None
+    chunk: PoolChunk | None = None
 
     def current(self) -> tuple[int, float] | None:
         """The chunk item this worker last started and since when (its batch may be over: a

@@ -33,11 +33,11 @@ import redis
 from rq import Queue
 from rq.job import Job
 
-from reward_specs import Item, Outcome
+from reward_specs import Item, Outcome, codes
 from service.dispatch.base import Unavailable
 from service.dispatch.outcomes import POISON_MESSAGE, OutcomeLedger
 from service.logs import request_id
-from service.queue import keys, timings, transport
+from service.queue import keys, leases, timings, transport
 from service.queue.grants import Grants
 
 WAKE_S = 0.1
@@ -75,7 +75,9 @@ class Counters:
 
 
 @dataclass(eq=False)
-class _Chunk:
+class _ChunkJob:
+    """A part of a batch sent as one RQ job (re-sent as new ones if its worker is lost)."""
+
     domain: str
     positions: list[int]
     lapses: int = 0
@@ -133,18 +135,18 @@ class BatchRun:
         self.grants = grants
         self.tenant = tenant
         self.outcomes = OutcomeLedger(len(items), on_done, self.log_extra)
-        self.granted: deque[_Chunk] = deque()
+        self.granted: deque[_ChunkJob] = deque()
         self.cancelled = threading.Event()
-        self._stopped_by = ("deadline_exceeded", "the request deadline passed")
+        self._stopped_by = (codes.DEADLINE_EXCEEDED, "the request deadline passed")
         self._jobs = 0
-        self._chunks: list[_Chunk] = []
+        self._chunks: list[_ChunkJob] = []
         by_domain: dict[str, list[int]] = {}
         for position, item in enumerate(items):
             by_domain.setdefault(item.domain, []).append(position)
         for domain, positions in by_domain.items():
             size = chunk_items(domain, len(positions))
             for start in range(0, len(positions), size):
-                self._chunks.append(_Chunk(domain, positions[start : start + size]))
+                self._chunks.append(_ChunkJob(domain, positions[start : start + size]))
 
     def clock(self, redis_now: float) -> None:
         """Place the deadline on Redis's clock, `redis_now` being its time now."""
@@ -155,13 +157,13 @@ class BatchRun:
         self._stopped_by = (code, why)
         self.cancelled.set()
 
-    def grant(self, chunk: _Chunk) -> None:
+    def grant(self, chunk: _ChunkJob) -> None:
         """`grants` lets `chunk` go on its queue (any thread; this batch's loop enqueues it)."""
         chunk.held = True
         self.granted.append(chunk)
 
-    def _offer(self, chunks: Sequence[_Chunk], *, front: bool = False) -> None:
-        by_domain: dict[str, list[_Chunk]] = {}
+    def _offer(self, chunks: Sequence[_ChunkJob], *, front: bool = False) -> None:
+        by_domain: dict[str, list[_ChunkJob]] = {}
         for chunk in chunks:
             by_domain.setdefault(chunk.domain, []).append(chunk)
         for domain, offered in by_domain.items():
@@ -172,7 +174,7 @@ class BatchRun:
             if chunk.held and not self._todo(chunk):
                 self._release(chunk)
 
-    def _release(self, chunk: _Chunk) -> None:
+    def _release(self, chunk: _ChunkJob) -> None:
         if chunk.held:
             chunk.held = False
             self.grants.finish(self, chunk.domain)
@@ -251,10 +253,10 @@ class BatchRun:
 
     # ------------------------------------------------------------------ chunks
 
-    def _todo(self, chunk: _Chunk) -> list[int]:
+    def _todo(self, chunk: _ChunkJob) -> list[int]:
         return [p for p in chunk.positions if not self.outcomes.has(p)]
 
-    def _enqueue(self, chunks: Sequence[_Chunk]) -> None:
+    def _enqueue(self, chunks: Sequence[_ChunkJob]) -> None:
         by_queue: dict[str, list[Any]] = {}
         remaining_s = max(1, math.ceil(self.deadline - time.monotonic()))
         for chunk in chunks:
@@ -294,13 +296,13 @@ class BatchRun:
         with self.client.pipeline(transaction=False) as pipe:
             for chunk in open_chunks:
                 pipe.exists(keys.claim_key(chunk.job_id))
-                pipe.exists(keys.lease_key(chunk.job_id))
-                pipe.hget(Job.key_for(chunk.job_id), "status")
+                leases.CHUNK.held(pipe, chunk.job_id)
             answers = pipe.execute()
+        claims = dict(zip(open_chunks, zip(answers[::2], answers[1::2], strict=True), strict=True))
+        queued = self._queued([c for c in open_chunks if not claims[c][0]])
         now = time.monotonic()
         lapsed, unclaimed = [], []
-        for n, chunk in enumerate(open_chunks):
-            claimed, leased, status = answers[3 * n : 3 * n + 3]
+        for chunk, (claimed, leased) in claims.items():
             if claimed:
                 if not leased:
                     lapsed.append(chunk)
@@ -308,11 +310,11 @@ class BatchRun:
             # Taken off its queue, yet never claimed: its worker died (or lost Redis) in
             # between, or the job function failed. Lost too, once the worker had time to claim;
             # but no item of it was scored, so none of them is a suspect.
-            if status == b"queued":
+            if chunk.job_id in queued:
                 chunk.unclaimed_since = None
             elif chunk.unclaimed_since is None:
                 chunk.unclaimed_since = now
-            elif now - chunk.unclaimed_since >= timings.LEASE_TTL_S:
+            elif now - chunk.unclaimed_since >= leases.CHUNK.ttl_s:
                 unclaimed.append(chunk)
         if lapsed or unclaimed:
             self._drain()  # a chunk that finished pushed its results before it dropped its lease
@@ -321,10 +323,17 @@ class BatchRun:
         self._check_orphans()
         self._release_finished()
 
-    def _rerun(self, lost: Sequence[_Chunk], *, strike: bool) -> None:
+    def _queued(self, chunks: Sequence[_ChunkJob]) -> set[str]:
+        """The jobs of `chunks` still waiting on their queue, as RQ's job records say."""
+        if not chunks:
+            return set()
+        jobs = Job.fetch_many([c.job_id for c in chunks], connection=self.client)
+        return {j.id for j in jobs if j is not None and j.get_status(refresh=False) == "queued"}
+
+    def _rerun(self, lost: Sequence[_ChunkJob], *, strike: bool) -> None:
         """Enqueue again what is left of `lost` chunks; with `strike`, their items were being
         scored when the worker was lost, and count that against them."""
-        again: list[_Chunk] = []
+        again: list[_ChunkJob] = []
         for chunk in lost:
             todo = self._todo(chunk)
             chunk.positions = []  # closed: what is left of it goes on as new chunks
@@ -339,9 +348,9 @@ class BatchRun:
                 extra=self.log_extra,
             )
             if lapses < _MAX_LAPSES:
-                again.append(_Chunk(chunk.domain, todo, lapses))
+                again.append(_ChunkJob(chunk.domain, todo, lapses))
             elif len(todo) > 1:  # which item killed the workers? each goes alone from now
-                again += [_Chunk(chunk.domain, [p], 1) for p in todo]
+                again += [_ChunkJob(chunk.domain, [p], 1) for p in todo]
             else:
                 self.counters.add(poison_items=1)
                 self._record(todo[0], Outcome.judged_zero("poison", message=POISON_MESSAGE))
@@ -370,7 +379,7 @@ class BatchRun:
                 )
                 self.counters.add(orphaned_items=len(todo))
                 for position in todo:
-                    failed = Outcome.failure("infra_error", "workers_unavailable", message)
+                    failed = Outcome.failure("infra_error", codes.WORKERS_UNAVAILABLE, message)
                     self._record(position, failed)
 
 

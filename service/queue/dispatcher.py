@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 
 from rq import Queue
 
-from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, score_item
+from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, score_item
 from service.dispatch.base import (
     DispatchStats,
+    MappedOnDone,
     Overloaded,
-    Renumbered,
     Unavailable,
     sandboxed_domains,
 )
@@ -68,7 +68,10 @@ MAX_BATCH_THREADS = 256
 
 
 @dataclass(frozen=True, slots=True)
-class _View:
+class _QueueView:
+    """What the API side last saw of the queue: whether Redis answers, the live workers, the
+    queues' depths."""
+
     reachable: bool = False
     error: str | None = "not checked yet"
     workers: dict[str, transport.WorkerReport] = field(default_factory=dict)
@@ -127,7 +130,7 @@ class QueueDispatcher:
         self._expected = {d: pinned for d in self._sandboxed} if pinned else {}
         self._strangers_seen: set[tuple[str, str | None]] = set()
         self._adopting = threading.Lock()
-        self._view = _View(sandboxed=self._sandboxed, expected=self._expected)
+        self._view = _QueueView(sandboxed=self._sandboxed, expected=self._expected)
         self._threads = ThreadPoolExecutor(MAX_BATCH_THREADS, thread_name_prefix="proctor-queue")
         self._monitor: asyncio.Task[None] | None = None
         self._batches: set[BatchRun] = set()
@@ -151,9 +154,9 @@ class QueueDispatcher:
         try:
             workers = self._live_workers()
             self._adopt(workers)
-            view = _View(True, None, workers, self._depths(), self._sandboxed, self._expected)
+            view = _QueueView(True, None, workers, self._depths(), self._sandboxed, self._expected)
         except transport.REDIS_ERRORS as exc:
-            view = _View(
+            view = _QueueView(
                 False, f"{type(exc).__name__}: {exc}", {}, {}, self._sandboxed, self._expected
             )
         self._view = view
@@ -171,7 +174,7 @@ class QueueDispatcher:
                     self._expected = {**self._expected, domain: digest}
                     log.info("%s environment %s, as its live workers report", domain, digest)
 
-    def _warn_of_strangers(self, view: _View) -> None:
+    def _warn_of_strangers(self, view: _QueueView) -> None:
         """Log once while it is live a worker whose environment is not the one expected: it
         gets no chunks of that domain."""
         live: set[tuple[str, str | None]] = set()
@@ -296,7 +299,7 @@ class QueueDispatcher:
                 queue_wait_s=self.settings.queue_wait_s,
                 counters=self.counters,
                 grants=self.grants,
-                on_done=None if on_done is None else Renumbered(on_done, queued),
+                on_done=None if on_done is None else MappedOnDone(on_done, queued),
                 tenant=tenant(),
                 queue_of=self._queue_of,
             )
@@ -306,7 +309,9 @@ class QueueDispatcher:
                 await loop.run_in_executor(self._threads, self._admit, batch)
                 scored = await loop.run_in_executor(self._threads, self._run_admitted, batch)
             except asyncio.CancelledError:
-                batch.cancel("dispatch_error", "the request was cancelled")  # ends at its next look
+                batch.cancel(
+                    codes.DISPATCH_ERROR, "the request was cancelled"
+                )  # ends at its next look
                 raise
             finally:
                 self._batches.discard(batch)
@@ -345,7 +350,7 @@ class QueueDispatcher:
             while True:
                 live = self._live_workers()
                 self._adopt(live)
-                view = _View(True, None, live, {}, self._sandboxed, self._expected)
+                view = _QueueView(True, None, live, {}, self._sandboxed, self._expected)
                 missing = [d for d in domains if not view.alive(d)]
                 if batch.cancelled.is_set():
                     return
@@ -366,7 +371,7 @@ class QueueDispatcher:
                 f"the queue at {self.url} is unreachable ({type(exc).__name__}: {exc})"
             ) from exc
 
-    def _named(self, domains: list[str], view: _View) -> str:
+    def _named(self, domains: list[str], view: _QueueView) -> str:
         """`domains`, each sandboxed one with the environment its workers must have and the
         count of live workers that have another."""
         named = []

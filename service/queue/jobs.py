@@ -6,12 +6,12 @@ error), kept `ttl_s` after it ends; every key of a job has a TTL, so none outliv
 finished job joins `proctor:jobs:finished` (a sorted set by end time, its result's size beside it
 in `proctor:jobs:finished-bytes`), which each end trims to the store's `FinishedLimits`, oldest
 first: Redis holds at most that many finished jobs and bytes of results, whatever the replicas.
-The replica that took the job runs it and holds its lease (`proctor:job-lease:<id>`, refreshed every
-second, lapsing after `timings.JOB_LEASE_TTL_S`); the request body is kept beside it while it
-runs. A replica that finds a running job with no lease (its replica was killed or stopped) takes
-the lease and runs the job again from the body: a job is never lost, and its verdicts are the
-same, though its progress starts again from 0. A client's DELETE reaches the running replica
-through a flag on the hash.
+The replica that took the job runs it and holds its lease (`leases.JOB`, refreshed every
+`timings.JOB_REFRESH_S`, lapsing after `timings.JOB_LEASE_TTL_S`); the request body is kept
+beside it while it runs. A replica that finds a running job with no lease (its replica was
+killed or stopped) takes the lease and runs the job again from the body: a job is never lost,
+and its verdicts are the same, though its progress starts again from 0. A client's DELETE
+reaches the running replica through a flag on the hash.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from reward_specs import codes
 from service.dispatch.base import Unavailable
 from service.jobs import (
     FinishedLimits,
@@ -35,7 +36,7 @@ from service.jobs import (
     encode_result,
     status_json,
 )
-from service.queue import keys, timings, transport
+from service.queue import keys, leases, timings, transport
 from service.schemas import ErrorInfo, JobState, JobStatus
 from service.tenancy import OPEN_TENANT, tenant
 
@@ -43,7 +44,7 @@ __all__ = ["RedisJobStore"]
 
 log = logging.getLogger(__name__)
 
-_CANCELLED = ErrorInfo(code="cancelled", message="the job was cancelled by a client")
+_CANCELLED = ErrorInfo(code=codes.CANCELLED, message="the job was cancelled by a client")
 
 
 _TRIM = """
@@ -69,8 +70,9 @@ ARGV: the earliest end kept, the count, the bytes, the prefix of a job's key).""
 
 
 @dataclass(frozen=True)
-class _Snapshot:
-    """A job as Redis holds it: its state, and its result as the encoded JSON Redis keeps."""
+class _StoredJob:
+    """A job as Redis holds it (not the running `Job` of the replica that runs it): its state,
+    and its result as the encoded JSON Redis keeps."""
 
     id: str
     status: JobStatus
@@ -120,11 +122,11 @@ class RedisJobStore:
             pipe = self.client.pipeline()
             pipe.hset(
                 keys.job_key(job.id),
-                mapping={"status": "queued", "total": total, "done": 0, "tenant": job.tenant},
+                mapping={"status": "queued", "total": total, "completed": 0, "tenant": job.tenant},
             )
             pipe.expire(keys.job_key(job.id), int(self.body_ttl_s))
             pipe.set(keys.job_body_key(job.id), body, ex=int(self.body_ttl_s))
-            pipe.set(keys.job_lease_key(job.id), self.owner, px=int(timings.JOB_LEASE_TTL_S * 1000))
+            leases.JOB.acquire(pipe, job.id, self.owner)
             pipe.sadd(keys.RUNNING_JOBS_KEY, job.id)
             pipe.execute()
 
@@ -145,17 +147,17 @@ class RedisJobStore:
             if isinstance(encoded, ErrorInfo):
                 await self._finish(job.id, "failed", error=encoded)
             else:
-                await self._finish(job.id, "done", result=encoded, done=job.total)
+                await self._finish(job.id, "done", result=encoded, completed=job.total)
         except asyncio.CancelledError:
             if job.error is _CANCELLED:  # by a client: recorded; else this replica stops
                 await self._finish(job.id, "cancelled", error=job.error)
             else:  # the lease goes with it, and another replica takes the job over
                 with contextlib.suppress(*transport.REDIS_ERRORS):
-                    await asyncio.to_thread(self.client.delete, keys.job_lease_key(job.id))
+                    await asyncio.to_thread(leases.JOB.release, self.client, job.id)
             raise
         except Exception as exc:  # recorded on the job and logged: never lost
             log.exception("job %s failed", job.id)
-            error = ErrorInfo(code="job_failed", message=f"{type(exc).__name__}: {exc}")
+            error = ErrorInfo(code=codes.JOB_FAILED, message=f"{type(exc).__name__}: {exc}")
             await self._finish(job.id, "failed", error=error)
         finally:
             beat.cancel()
@@ -165,8 +167,8 @@ class RedisJobStore:
     def _refresh(self, job: Job) -> Any:
         """Write the job's progress and renew its lease; the client's cancel flag, if set."""
         pipe = self.client.pipeline()
-        pipe.hset(keys.job_key(job.id), mapping={"status": "running", "done": job.completed})
-        pipe.set(keys.job_lease_key(job.id), self.owner, px=int(timings.JOB_LEASE_TTL_S * 1000))
+        pipe.hset(keys.job_key(job.id), mapping={"status": "running", "completed": job.completed})
+        leases.JOB.acquire(pipe, job.id, self.owner)
         pipe.hget(keys.job_key(job.id), "cancel")
         return pipe.execute()[-1]
 
@@ -190,7 +192,7 @@ class RedisJobStore:
         status: JobState,
         result: bytes | None = None,
         error: ErrorInfo | None = None,
-        done: int | None = None,
+        completed: int | None = None,
     ) -> None:
         """Record the job's end and add it to the finished jobs, trimmed to the limits."""
         fields: dict[bytes | bytearray | memoryview[int] | str | int | float, Any] = {
@@ -198,8 +200,8 @@ class RedisJobStore:
         }
         if result is not None:
             fields["result"] = result
-        if done is not None:
-            fields["done"] = done
+        if completed is not None:
+            fields["completed"] = completed
         if error is not None:
             fields["error"] = error.model_dump_json()
         limits = self.limits
@@ -209,7 +211,8 @@ class RedisJobStore:
             pipe = self.client.pipeline()
             pipe.hset(keys.job_key(job_id), mapping=fields)
             pipe.expire(keys.job_key(job_id), max(1, int(limits.ttl_s)))
-            pipe.delete(keys.job_body_key(job_id), keys.job_lease_key(job_id))
+            pipe.delete(keys.job_body_key(job_id))
+            leases.JOB.release(pipe, job_id)
             pipe.srem(keys.RUNNING_JOBS_KEY, job_id)
             pipe.zadd(keys.FINISHED_JOBS_KEY, {job_id: now})
             pipe.hset(keys.FINISHED_BYTES_KEY, job_id, len(result or b""))
@@ -232,7 +235,7 @@ class RedisJobStore:
                 log.warning("job %s: cannot record its end (%s); retrying", job_id, exc)
                 await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
 
-    async def get(self, job_id: str) -> _Snapshot | None:
+    async def get(self, job_id: str) -> _StoredJob | None:
         fields = await self._redis(lambda: self.client.hgetall(keys.job_key(job_id)))
         if not fields:
             return None
@@ -241,18 +244,18 @@ class RedisJobStore:
         if text.get("tenant", OPEN_TENANT) != tenant():
             return None  # another tenant's job is as unknown as a missing one
         if "status" not in text or "total" not in text:
-            return _Snapshot(job_id, _lost(job_id, text))
+            return _StoredJob(job_id, _lost(job_id, text))
         error = text.get("error")
         status = JobStatus(
             job_id=job_id,
             status=text["status"],
             total=int(text["total"]),
-            completed=int(text.get("done", 0)),
+            completed=int(text.get("completed", 0)),
             error=ErrorInfo.model_validate_json(error) if error else None,
         )
-        return _Snapshot(job_id, status, result)
+        return _StoredJob(job_id, status, result)
 
-    async def delete(self, job_id: str) -> _Snapshot | None:
+    async def delete(self, job_id: str) -> _StoredJob | None:
         """Cancel a running job (wherever it runs; kept as `cancelled`) or forget a finished
         one; the job as it now stands, or None if there is no such job."""
         job = await self.get(job_id)
@@ -269,7 +272,7 @@ class RedisJobStore:
             await asyncio.gather(local.task, return_exceptions=True)
         else:
             await self._redis(lambda: self.client.hset(keys.job_key(job_id), "cancel", 1))
-            deadline = time.monotonic() + timings.JOB_LEASE_TTL_S + 2 * timings.JOB_REFRESH_S
+            deadline = time.monotonic() + leases.JOB.ttl_s + 2 * timings.JOB_REFRESH_S
             while time.monotonic() < deadline:
                 now = await self.get(job_id)
                 if now is None or now.status.status == "cancelled":
@@ -300,29 +303,23 @@ class RedisJobStore:
             job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
             if job_id in self._local:
                 continue
-            won = await asyncio.to_thread(
-                self.client.set,
-                keys.job_lease_key(job_id),
-                self.owner,
-                nx=True,
-                px=int(timings.JOB_LEASE_TTL_S * 1000),
-            )
+            won = await asyncio.to_thread(leases.JOB.take_over, self.client, job_id, self.owner)
             if not won:
                 continue  # alive elsewhere, or another replica just took it
             body = await asyncio.to_thread(self.client.get, keys.job_body_key(job_id))
             total = await asyncio.to_thread(self.client.hget, keys.job_key(job_id), "total")
             if body is None or total is None:
-                error = ErrorInfo(code="job_lost", message="the job's request body expired")
+                error = ErrorInfo(code=codes.JOB_LOST, message="the job's request body expired")
                 await self._finish(job_id, "failed", error=error)
                 continue
             if not self._running.admits(len(body)):  # this replica is full: leave it to another
-                await asyncio.to_thread(self.client.delete, keys.job_lease_key(job_id))
+                await asyncio.to_thread(leases.JOB.release, self.client, job_id)
                 continue
             log.warning("job %s lost its replica; running it again here", job_id)
             try:
                 runner = self.runner_for(body if isinstance(body, bytes) else body.encode())
             except Exception as exc:  # noqa: BLE001 - e.g. its spec is not this replica's
-                error = ErrorInfo(code="job_failed", message=f"{type(exc).__name__}: {exc}")
+                error = ErrorInfo(code=codes.JOB_FAILED, message=f"{type(exc).__name__}: {exc}")
                 await self._finish(job_id, "failed", error=error)
                 continue
             job = Job(id=job_id, total=int(total), body_bytes=len(body))
@@ -352,6 +349,6 @@ def _lost(job_id: str, text: dict[str, str]) -> JobStatus:
         job_id=job_id,
         status="failed",
         total=int(text.get("total", 0)),
-        completed=int(text.get("done", 0)),
-        error=ErrorInfo(code="state_lost", message=message),
+        completed=int(text.get("completed", 0)),
+        error=ErrorInfo(code=codes.STATE_LOST, message=message),
     )

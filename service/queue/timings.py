@@ -18,7 +18,7 @@ __all__ = [
 
 LEASE_TTL_S = 3.0
 """A chunk whose worker has not refreshed its lease for this long is taken to be lost and is
-re-enqueued (RQ itself notices a dead worker only when its heartbeat key expires, minutes)."""
+re-enqueued (`service.queue.leases`)."""
 LEASE_REFRESH_S = 0.5
 """How often a worker refreshes the leases of the chunks it holds."""
 LEASE_CHECK_S = 0.5

@@ -3,23 +3,23 @@
 Why not RQ's default `Worker`: it forks a work horse per job, so every chunk would pay a cold
 start (the verifiers' imports and grammars, the sandbox pool) that takes seconds, against
 milliseconds of scoring. Instead the worker hosts the embedded default, warm, once: a
-`LocalDispatcher` (the process pool, one process per core, and the sandbox pool for code), and
-runs RQ's non-forking `SimpleWorker` loops on threads (`worker_concurrency` of them) that hand
-each chunk to it; each chunk is spread over all the pool's processes. RQ still owns the queues,
-the job records and the registries (`rq info` shows these workers).
+`LocalDispatcher` (the process pool, one process per core, and the sandbox pool for code) behind
+the blocking calls of `BlockingDispatcher`, and runs RQ's non-forking `SimpleWorker` loops on
+threads (`worker_concurrency` of them) that hand each chunk to it; each chunk is spread over all
+the pool's processes. RQ still owns the queues, the job records and the registries (`rq info`
+shows these workers).
 
-A chunk is claimed in Redis when it starts and leased while it is scored (`keys`): a worker that
-is killed, stopped or cut off stops refreshing its leases, and the API re-runs its chunks within
-seconds, without waiting for RQ's heartbeat expiry. The worker says it is alive (and which
-domains it serves, and its sandbox's environment digest) only while its pool is ready; it takes
-code chunks from its digest's queue only, so an API sends them only to workers that score them
-in the environment its code hash names. It survives Redis restarts: RQ's loops reconnect
-(one that gives up is started again), and so do the lease and liveness beats.
+A chunk is claimed in Redis when it starts and leased while it is scored (`leases.CHUNK`, which
+says why that lease is ours and not RQ's): a worker that is killed, stopped or cut off stops
+refreshing its leases, and the API re-runs its chunks within seconds. The worker says it is
+alive (and which domains it serves, and its sandbox's environment digest) only while its pool is
+ready; it takes code chunks from its digest's queue only, so an API sends them only to workers
+that score them in the environment its code hash names. It survives Redis restarts: RQ's loops
+reconnect (one that gives up is started again), and so do the lease and liveness beats.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import pickle
@@ -27,19 +27,18 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
 from rq import Queue, SimpleWorker
-from rq.timeouts import BaseDeathPenalty
+from rq.timeouts import TimerDeathPenalty
 
-from reward_specs import Item, Outcome, Registry, Spec
-from service.dispatch.local import LocalDispatcher
+from reward_specs import Item, Outcome, Registry, Spec, codes
+from service.dispatch.blocking import BlockingDispatcher
 from service.loading import load_all_specs, load_registry
-from service.queue import keys, timings, transport
+from service.queue import keys, leases, timings, transport
 from service.settings import Settings
-from service.tenancy import set_tenant
 
 __all__ = ["WorkerHost", "run_worker", "score_chunk"]
 
@@ -65,36 +64,39 @@ def score_chunk(
     return _host.score_chunk(batch_id, job_id, spec_name, tasks, deadline, tenant)
 
 
-class _NoDeathPenalty(BaseDeathPenalty):
-    """RQ's job timeout uses `signal.alarm`, main thread only; the host's dispatcher enforces
-    per-item timeouts and the request deadline itself."""
-
-    def setup_death_penalty(self) -> None:
-        pass
-
-    def cancel_death_penalty(self) -> None:
-        pass
-
-
 class ChunkWorker(SimpleWorker):
-    """RQ's non-forking worker, run on a thread of the host."""
+    """RQ's non-forking worker, run on a thread of the host.
 
-    death_penalty_class = _NoDeathPenalty
+    RQ's own stop request (`request_stop`) is a signal handler: it installs handlers, which
+    only the main thread may do, and it raises out of the thread it runs on. A loop on another
+    thread is stopped with `stop_after_job` instead: its wait for a job (RQ's public
+    `dequeue_job_and_maintain_ttl`, `dequeue_timeout` at a time) then finds no job, and RQ's
+    `work` loop ends as on any dequeue that finds none, after the job it is running."""
+
+    death_penalty_class = TimerDeathPenalty
+    """RQ's job timeout for threads (its default, `signal.alarm`, is the main thread's only): a
+    backstop, since the dispatcher answers each item by the chunk's deadline itself."""
     max_connection_wait_time = 2.0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stopping = threading.Event()
+
     def _install_signal_handlers(self) -> None:
-        pass  # the host's main thread owns the signals
+        pass  # RQ's hook to install them: the host's main thread owns the signals
+
+    def stop_after_job(self) -> None:
+        """End the loop once its current job (if any) is done; any thread may call it."""
+        self.stopping.set()
 
     def dequeue_job_and_maintain_ttl(
         self, timeout: int | None, max_idle_time: int | None = None
     ) -> Any:
-        """RQ waits for a job as long as it takes and sees a stop request only through a
-        signal, which reaches the main thread alone: here it waits `dequeue_timeout` at a time
-        and, once a stop is requested, returns no job, which ends the loop."""
-        while True:
+        while not self.stopping.is_set():
             found = super().dequeue_job_and_maintain_ttl(timeout, self.dequeue_timeout)
-            if found is not None or self._stop_requested:
+            if found is not None:
                 return found
+        return None
 
 
 class WorkerHost:
@@ -116,8 +118,7 @@ class WorkerHost:
         self._full_registry = registry
         self.name = f"{socket.gethostname()}-{os.getpid()}"
         self.client = transport.connect(settings.queue_url)
-        self.dispatcher = LocalDispatcher(settings, self.registry)
-        self._loop = asyncio.new_event_loop()
+        self.dispatcher = BlockingDispatcher(settings, self.registry)
         self._leases: set[str] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -125,10 +126,7 @@ class WorkerHost:
         """Sandboxed domain -> its sandbox's environment digest, once started."""
 
     def start(self) -> None:
-        threading.Thread(
-            target=self._loop.run_forever, name="proctor-host-loop", daemon=True
-        ).start()
-        asyncio.run_coroutine_threadsafe(self.dispatcher.start(), self._loop).result()
+        self.dispatcher.start()
         self.environments = self.dispatcher.environments()
         if self.environments:  # the hashes its outcomes are scored under, as the API's
             self.specs = load_all_specs(
@@ -145,8 +143,7 @@ class WorkerHost:
                 pipe.execute()
         except transport.REDIS_ERRORS:
             log.warning("could not withdraw this worker from the queue (it expires by itself)")
-        asyncio.run_coroutine_threadsafe(self.dispatcher.stop(), self._loop).result(timeout=30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self.dispatcher.stop()
 
     def ready(self) -> bool:
         """Whether the pool (and the sandbox, for code) can score: only then does the worker
@@ -162,8 +159,8 @@ class WorkerHost:
                 with self._lock:
                     held = list(self._leases)
                 with self.client.pipeline(transaction=False) as pipe:
-                    for job_id in held:  # XX: a lease dropped meanwhile stays dropped
-                        pipe.set(keys.lease_key(job_id), 1, px=_ms(timings.LEASE_TTL_S), xx=True)
+                    for job_id in held:
+                        leases.CHUNK.refresh(pipe, job_id)
                     if time.monotonic() - said_alive >= timings.ALIVE_REFRESH_S:
                         ready = self.ready()
                         key = keys.alive_key(self.name)
@@ -199,7 +196,7 @@ class WorkerHost:
         keep = _ms(remaining + timings.KEEP_S)
         with self.client.pipeline() as pipe:
             pipe.set(keys.claim_key(job_id), self.name, px=keep)
-            pipe.set(keys.lease_key(job_id), 1, px=_ms(timings.LEASE_TTL_S))
+            leases.CHUNK.acquire(pipe, job_id)
             pipe.execute()
         with self._lock:
             self._leases.add(job_id)
@@ -214,7 +211,7 @@ class WorkerHost:
         with self.client.pipeline() as pipe:  # one transaction: results first, then the lease
             pipe.rpush(key, payload)
             pipe.pexpire(key, keep)
-            pipe.delete(keys.lease_key(job_id))
+            leases.CHUNK.release(pipe, job_id)
             pipe.execute()
         return len(tasks)
 
@@ -224,22 +221,14 @@ class WorkerHost:
         spec = self.specs.get(spec_name)
         if spec is None:
             message = f"worker {self.name} has no spec {spec_name!r}"
-            return [Outcome.failure("infra_error", "unknown_spec", message)] * len(items)
+            return [Outcome.failure("infra_error", codes.UNKNOWN_SPEC, message)] * len(items)
         deadline = time.monotonic() + remaining_s
-        run = _as_tenant(tenant, self.dispatcher.run(spec, items, deadline))
         try:
-            return asyncio.run_coroutine_threadsafe(run, self._loop).result()
+            return self.dispatcher.run(spec, items, deadline, tenant)
         except Exception as exc:  # a bug of ours: every item says so, none is lost
             log.exception("a chunk of batch %s failed in worker %s", batch_id, self.name)
             message = f"the worker failed on this chunk ({type(exc).__name__}: {exc})"
-            return [Outcome.failure("infra_error", "dispatch_error", message)] * len(items)
-
-
-async def _as_tenant(tenant: str, run: Coroutine[Any, Any, list[Outcome]]) -> list[Outcome]:
-    """`run` with `tenant` as the tenant of its context (the loop's task does not inherit the
-    RQ thread's context)."""
-    set_tenant(tenant)
-    return await run
+            return [Outcome.failure("infra_error", codes.DISPATCH_ERROR, message)] * len(items)
 
 
 _RQ_WORKER_TTL_S = 18
@@ -297,7 +286,7 @@ class _Loops:
     def _stop_loop(self, slot: int) -> None:
         worker = self.workers[slot]
         if worker is not None:
-            worker._stop_requested = True  # RQ's own flag: the loop ends after its job
+            worker.stop_after_job()
 
     def serve(self) -> None:
         """Keep the loops running while the host is ready; while it is not (its pool broken,

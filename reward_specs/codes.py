@@ -23,6 +23,7 @@ __all__ = [
     "SANDBOX_UNAVAILABLE",
     "SCORER_ERROR",
     "SERVER_CODES",
+    "SHUTTING_DOWN",
     "STATE_LOST",
     "UNKNOWN_DOMAIN",
     "UNKNOWN_SPEC",
@@ -44,6 +45,7 @@ WORKERS_UNAVAILABLE: Final = "workers_unavailable"
 POOL_CRASHED: Final = "pool_crashed"
 SANDBOX_ERROR: Final = "sandbox_error"
 SANDBOX_UNAVAILABLE: Final = "sandbox_unavailable"
+SHUTTING_DOWN: Final = "shutting_down"
 
 # A job's `error`.
 CANCELLED: Final = "cancelled"
@@ -65,6 +67,7 @@ SERVER_CODES: Final = frozenset(
         POOL_CRASHED,
         SANDBOX_ERROR,
         SANDBOX_UNAVAILABLE,
+        SHUTTING_DOWN,
         CANCELLED,
         JOB_FAILED,
         JOB_LOST,

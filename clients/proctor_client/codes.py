@@ -26,6 +26,7 @@ __all__ = [
     "SCORER_ERROR",
     "SERVER_CODES",
     "SERVER_ERROR",
+    "SHUTTING_DOWN",
     "STATE_LOST",
     "UNANSWERED_CODES",
     "UNKNOWN_DOMAIN",
@@ -48,6 +49,7 @@ WORKERS_UNAVAILABLE: Final = "workers_unavailable"
 POOL_CRASHED: Final = "pool_crashed"
 SANDBOX_ERROR: Final = "sandbox_error"
 SANDBOX_UNAVAILABLE: Final = "sandbox_unavailable"
+SHUTTING_DOWN: Final = "shutting_down"
 
 # The service's: a job's `error`.
 CANCELLED: Final = "cancelled"
@@ -69,6 +71,7 @@ SERVER_CODES: Final = frozenset(
         POOL_CRASHED,
         SANDBOX_ERROR,
         SANDBOX_UNAVAILABLE,
+        SHUTTING_DOWN,
         CANCELLED,
         JOB_FAILED,
         JOB_LOST,

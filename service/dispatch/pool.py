@@ -270,7 +270,7 @@ class WorkerPool:
             except queue.Empty:
                 return True
             if batch is None:
-                self._ledger.fail_all("shutting_down", "the service is shutting down")
+                self._ledger.fail_all(codes.SHUTTING_DOWN, "the service is shutting down")
                 return False
             if self._stats.broken is not None:
                 self._ledger.finish_missing(batch, codes.WORKERS_UNAVAILABLE, self._stats.broken)

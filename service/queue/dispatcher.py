@@ -222,7 +222,7 @@ class QueueDispatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor
         for batch in list(self._batches):
-            batch.cancel("shutting_down", "the service is shutting down")
+            batch.cancel(codes.SHUTTING_DOWN, "the service is shutting down")
         self._threads.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 

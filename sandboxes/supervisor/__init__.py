@@ -66,9 +66,7 @@ __all__ = [
 ]
 
 JAIL_MODULES = (
-    "config",
     "kernel",
-    "seccomp",
     "framing",
     "tree",
     "forked",
@@ -77,7 +75,8 @@ JAIL_MODULES = (
     "request",
 )
 """The modules the jail runs, in an order where each comes after those it imports; the last one's
-`main` is the supervisor."""
+`main` is the supervisor. `config` and `seccomp` stay on the host: the backend sends the finished
+configuration, the seccomp filter included as bytes."""
 
 BOOTSTRAP = """\
 import sys;sys.path[:]=[p for p in sys.path if p not in ('','.')];import json,struct,types

@@ -3,7 +3,11 @@ interpreter's command line."""
 
 from __future__ import annotations
 
+import base64
+import os
 from typing import Any, TypedDict
+
+from .seccomp import seccomp_program
 
 
 class SupervisorConfig(TypedDict):
@@ -39,6 +43,15 @@ class SupervisorConfig(TypedDict):
     """The backend's Unix socket, used for frames instead of stdin/stdout."""
     token: str
     """Sent first on that socket, so the backend knows it is us."""
+    seccomp: str
+    """The seccomp filter the supervisor installs on itself (base64 of classic BPF; "": none).
+    Built here on the host for its machine, which is the jail's: every backend shares the
+    host's kernel."""
+
+
+def _host_filter() -> str:
+    code = seccomp_program(os.uname().machine)
+    return "" if code is None else base64.b64encode(code).decode("ascii")
 
 
 CONFIG_DEFAULTS: dict[str, Any] = {
@@ -54,6 +67,7 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "tmpdir": None,
     "connect": None,
     "token": "",
+    "seccomp": _host_filter(),
 }
 
 

@@ -12,9 +12,8 @@ import shutil
 import signal
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .config import SupervisorConfig, supervisor_config
 from .forked import _SITE_PATH, _STDLIB_PATH
 from .framing import _KEEP, _Outbox, _read_frame, _write_frame
 from .kernel import (
@@ -24,10 +23,12 @@ from .kernel import (
     _prctl,
     install_filter,
 )
-from .seccomp import seccomp_program
 from .shared import _BLOBS, _shared_files
 from .step import _run_step, check_oom_adj
 from .tree import _Reaper
+
+if TYPE_CHECKING:
+    from .config import SupervisorConfig
 
 PROTOCOL_VERSION = 1
 
@@ -187,13 +188,14 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
 
 
 def main(config_json: str) -> None:
-    cfg = supervisor_config(json.loads(config_json))
+    """The supervisor: `config_json` is a `SupervisorConfig` the backend made (and checked) with
+    `supervisor_config`."""
+    cfg: SupervisorConfig = json.loads(config_json)
     _prctl(_PR_SET_DUMPABLE, 0)  # our /proc entries become root-owned: no peeking at our pipes
     # Inherited by every process of every run, and irrevocable: no exec gains privileges.
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    code = seccomp_program(os.uname().machine)
-    if code is not None:
-        install_filter(code)  # needs no-new-privileges (or CAP_SYS_ADMIN)
+    if cfg["seccomp"]:
+        install_filter(base64.b64decode(cfg["seccomp"]))  # needs no-new-privileges
     check_oom_adj()
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back to us to be killed and reaped
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)

@@ -1,5 +1,6 @@
-"""The seccomp filter the supervisor installs on itself (see `kernel.install_filter`): classic BPF
-refusing the kernel surface no solution needs, for the architectures in `SECCOMP_ARCHES`."""
+"""The seccomp filter the supervisor installs on itself (`kernel.install_filter`): classic BPF
+refusing the kernel surface no solution needs, for the architectures in `SECCOMP_ARCHES`. Built on
+the host (`config.supervisor_config`) and sent to the jail as bytes; this module is not sent."""
 
 from __future__ import annotations
 
@@ -136,7 +137,7 @@ def syscall_numbers(machine: str) -> dict[str, int]:
 
 
 def seccomp_program(machine: str) -> bytes | None:
-    """The filter for `machine` (see `_refuse_system_calls`), None for an unknown one.
+    """The filter for `machine` (installed by `kernel.install_filter`), None for an unknown one.
 
     Only `clone`, `socket` and `personality` read an argument, so the kernel can decide every
     other call from its number alone, once, when the filter is installed (its seccomp cache)."""

@@ -24,7 +24,7 @@ from .kernel import (
     install_filter,
 )
 from .shared import _BLOBS, _shared_files
-from .step import _run_step, check_oom_adj
+from .step import StepContext, _run_step, check_oom_adj
 from .tree import _Reaper
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
         build_ok = True
         if build is not None:
             cpu = float(limits["build_cpu_s"])
-            result, _, left = _run_step(
+            ctx = StepContext(
                 build["argv"],
                 base64.b64decode(build["stdin"]),
                 workdir,
@@ -146,6 +146,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
                 reaper,
                 cfg,
             )
+            result, _, left = _run_step(ctx)
             leftover += left
             oom = oom or bool(result.get("oom_killed"))
             build_ok = result["status"] == "ok"
@@ -157,7 +158,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
             if not build_ok or cpu_left <= 0 or wall_left <= 0:
                 result = {"status": "skipped", "cpu_s": 0.0, "wall_s": 0.0}
             else:
-                result, used, left = _run_step(
+                ctx = StepContext(
                     ex["argv"],
                     base64.b64decode(ex["stdin"]),
                     workdir,
@@ -170,6 +171,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
                     # before any program of this request ran, its shared files are as sent
                     shared_keys if build is None and i == 0 else None,
                 )
+                result, used, left = _run_step(ctx)
                 leftover += left
                 oom = oom or bool(result.get("oom_killed"))
                 cpu_left -= used

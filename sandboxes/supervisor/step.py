@@ -14,7 +14,7 @@ import resource
 import select
 import signal
 import time
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from .forked import _adopt_environ, _Invocation, _python_invocation, _python_main, _spare_streams
 from .shared import _shared_code
@@ -34,6 +34,28 @@ _MEMORY_MARKERS += (b"memory allocation of",)
 _OOM_ADJ_WRITABLE = True
 """Whether a run's processes can raise their own OOM score (not where, as the docker backend's
 non-root supervisor, our /proc entries are root-owned): decided once, at start."""
+
+
+class StepContext(NamedTuple):
+    """What one step runs with. A NamedTuple, not a dataclass: `dataclasses` would load
+    `inspect` and `ast` into every sandbox, and into every forked Python program's memory."""
+
+    argv: list[str]
+    stdin: bytes
+    workdir: str
+    env: dict[str, str]
+    """The programs' environment, the same object for every step of a request."""
+    limits: dict[str, Any]
+    """The request's limits (the build's: `request._build_limits`)."""
+    cpu_s: float
+    """The CPU seconds the step may use (what is left of the request's budget)."""
+    wall_s: float
+    """The wall seconds it may take."""
+    reaper: _Reaper
+    cfg: SupervisorConfig
+    shared_keys: dict[str, str] | None = None
+    """The request's shared files (name -> blob key), given for its first program only: before
+    any program of the request ran, they are as sent."""
 
 
 def check_oom_adj() -> None:
@@ -56,14 +78,7 @@ def _set_rlimit(which: int, value: int) -> None:
 
 
 def _child(
-    argv: list[str],
-    workdir: str,
-    env: dict[str, str],
-    limits: dict[str, Any],
-    cpu_s: float,
-    fds: tuple[int, int, int, int],
-    cfg: SupervisorConfig,
-    invocation: _Invocation | None,
+    ctx: StepContext, fds: tuple[int, int, int, int], invocation: _Invocation | None
 ) -> NoReturn:
     """In the forked child: confine ourselves, then exec (or become the forked Python program
     `invocation`, decided by the parent). Never returns.
@@ -71,6 +86,7 @@ def _child(
     Every page this child writes to is a copy-on-write fault, so it runs as little Python as it
     can: no text-mode `open` (codec and locale machinery), no path resolution."""
     stdin_r, stdout_w, stderr_w, err_w = fds
+    limits, cfg = ctx.limits, ctx.cfg
     try:
         os.setsid()
         if _OOM_ADJ_WRITABLE:
@@ -91,7 +107,7 @@ def _child(
         _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
         _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
         # A backstop a second or more past the budget: the supervisor's polling acts first.
-        cpu_limit = int(cpu_s) + 2
+        cpu_limit = int(ctx.cpu_s) + 2
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 1))
         address_space = limits.get("address_space_bytes") or limits["memory_bytes"]
         _set_rlimit(resource.RLIMIT_AS, int(address_space))
@@ -110,10 +126,10 @@ def _child(
             os.setgid(uid if gid is None else gid)
             os.setuid(uid)
         # no-new-privileges: set on the supervisor itself, inherited by every child
-        os.chdir(workdir)
+        os.chdir(ctx.workdir)
         if invocation is not None:
-            _python_main(argv[0], invocation, env)
-        os.execvpe(argv[0], argv, env)
+            _python_main(ctx.argv[0], invocation, ctx.env)
+        os.execvpe(ctx.argv[0], ctx.argv, ctx.env)
     except BaseException as exc:  # noqa: BLE001 - reported to the supervisor, then exit 127
         try:
             os.write(3, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
@@ -231,15 +247,7 @@ class _Step:
         return data
 
 
-def _spawn(
-    argv: list[str],
-    workdir: str,
-    env: dict[str, str],
-    limits: dict[str, Any],
-    cpu_s: float,
-    cfg: SupervisorConfig,
-    invocation: _Invocation | None,
-) -> _Step:
+def _spawn(ctx: StepContext, invocation: _Invocation | None) -> _Step:
     """Fork the step's process, which confines itself and becomes the program (`_child`)."""
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -251,11 +259,11 @@ def _spawn(
     gc.freeze()
     pid = os.fork()
     if pid == 0:
-        _child(argv, workdir, env, limits, cpu_s, (stdin_r, out_w, err_w, exc_w), cfg, invocation)
+        _child(ctx, (stdin_r, out_w, err_w, exc_w), invocation)
     gc.unfreeze()
     for fd in (stdin_r, out_w, err_w, exc_w):
         os.close(fd)
-    return _Step(start, pid, (stdin_w, out_r, err_r, exc_r), int(limits["output_bytes"]))
+    return _Step(start, pid, (stdin_w, out_r, err_r, exc_r), int(ctx.limits["output_bytes"]))
 
 
 def _feed(step: _Step, sel: select.poll, view: memoryview) -> memoryview:
@@ -286,13 +294,12 @@ def _files_over(roots: list[str], cap: int) -> bool:
     return False
 
 
-def _over_limits(
-    step: _Step, reaper: _Reaper, cpu_s: float, mem_cap: int, cfg: SupervisorConfig
-) -> str | None:
+def _over_limits(step: _Step, ctx: StepContext, mem_cap: int) -> str | None:
     """At each poll: the limit the step's processes passed together, if any."""
+    reaper, cfg = ctx.reaper, ctx.cfg
     step.cpu += reaper.reap_ready(step.statuses)
     live_cpu, resident = _live_usage(reaper.run_processes())
-    if step.cpu + live_cpu >= cpu_s:
+    if step.cpu + live_cpu >= ctx.cpu_s:
         return "timeout"
     if resident > mem_cap:
         # RLIMIT_AS bounds each process; this bounds them together (no cgroup needed).
@@ -304,18 +311,10 @@ def _over_limits(
     return None
 
 
-def _watch(
-    step: _Step,
-    stdin: bytes,
-    cpu_s: float,
-    wall_s: float,
-    reaper: _Reaper,
-    limits: dict[str, Any],
-    cfg: SupervisorConfig,
-) -> None:
+def _watch(step: _Step, ctx: StepContext) -> None:
     """Feed stdin and gather output until the main process exits or a limit is passed (then
     `step.killed_for` names it)."""
-    mem_cap = int(limits["memory_bytes"])
+    mem_cap = int(ctx.limits["memory_bytes"])
     # poll(), not an epoll selector: no descriptor to create and close in every step.
     sel = select.poll()
     # Pipes as large as the output limit need not be read while the program runs: it cannot
@@ -328,13 +327,13 @@ def _watch(
             sel.register(fd, select.POLLIN)
     step.pidfd = os.pidfd_open(step.pid)
     sel.register(step.pidfd, select.POLLIN)
-    view = memoryview(stdin)
+    view = memoryview(ctx.stdin)
     if view:
         os.set_blocking(step.stdin_w, False)
         sel.register(step.stdin_w, select.POLLOUT)
     else:
         step.close_stdin()
-    deadline = step.start + wall_s
+    deadline = step.start + ctx.wall_s
     next_check = step.start + _POLL_S
     while not step.main_done and step.killed_for is None:
         timeout = max(0.0, min(deadline, next_check) - time.monotonic())
@@ -358,7 +357,7 @@ def _watch(
             if lazy:
                 step.drain()
             if step.killed_for is None:
-                step.killed_for = _over_limits(step, reaper, cpu_s, mem_cap, cfg)
+                step.killed_for = _over_limits(step, ctx, mem_cap)
         if step.killed_for is None and now >= deadline:
             step.killed_for = "timeout"
     if step.killed_for is None:
@@ -403,32 +402,22 @@ def _classify(
     return "runtime_error", False
 
 
-def _run_step(
-    argv: list[str],
-    stdin: bytes,
-    workdir: str,
-    env: dict[str, str],
-    limits: dict[str, Any],
-    cpu_s: float,
-    wall_s: float,
-    reaper: _Reaper,
-    cfg: SupervisorConfig,
-    shared_keys: dict[str, str] | None = None,
-) -> tuple[dict[str, Any], float, int]:
-    """Run one program; returns (result dict, CPU seconds used, leftover processes killed).
-    `shared_keys`: the request's shared files, given for its first step only."""
+def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
+    """Run one program; returns (result dict, CPU seconds used, leftover processes killed)."""
     # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
-    invocation = _python_invocation(argv, env, workdir) if cfg["fork_python"] else None
+    invocation = None
+    if ctx.cfg["fork_python"]:
+        invocation = _python_invocation(ctx.argv, ctx.env, ctx.workdir)
     if invocation is not None:
-        if shared_keys:
-            invocation = _shared_code(invocation, workdir, shared_keys)
+        if ctx.shared_keys:
+            invocation = _shared_code(invocation, ctx.workdir, ctx.shared_keys)
         _spare_streams("u" in invocation[0])
-        _adopt_environ(env)
-    step = _spawn(argv, workdir, env, limits, cpu_s, cfg, invocation)
+        _adopt_environ(ctx.env)
+    step = _spawn(ctx, invocation)
     try:
-        _watch(step, stdin, cpu_s, wall_s, reaper, limits, cfg)
+        _watch(step, ctx)
         wall = time.monotonic() - step.start
-        main_status, killed = _reap(step, reaper)
+        main_status, killed = _reap(step, ctx.reaper)
     finally:
         step.close()
     exec_error = step.exec_error()
@@ -445,7 +434,7 @@ def _run_step(
         stderr = (stderr + b"\nsandbox: could not start the program: " + exec_error)[-out_cap:]
     if step.note:
         stderr = (stderr + step.note.encode())[-out_cap:]
-    if step.cpu >= cpu_s:
+    if step.cpu >= ctx.cpu_s:
         step.killed_for = "timeout"
     status, oom_killed = _classify(step.killed_for, exit_code, sig, stderr)
     result = {

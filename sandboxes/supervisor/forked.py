@@ -3,7 +3,7 @@ initialised, made to look like a fresh `python3` to the program."""
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions cost a child
+import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions slow a child
 import atexit
 import builtins
 import io
@@ -110,7 +110,7 @@ def _make_streams(unbuffered: bool) -> tuple[Any, Any, Any]:
 _SPARE_STREAMS: dict[bool, tuple[Any, Any, Any]] = {}
 """Stdio objects a forked Python child installs, made once per sandbox (by `-u` or not) and never
 used by the supervisor, so each child starts from a pristine copy: allocating them in the child
-wrote to (copy-on-write faulted) a hundred pages of the supervisor's heap in every run."""
+wrote to (copy-on-write faulted) pages of the supervisor's heap in every run."""
 
 
 def _spare_streams(unbuffered: bool) -> None:
@@ -151,7 +151,7 @@ _ADOPTED_ENV: list[dict[str, str] | None] = [None]
 def _adopt_environ(env: dict[str, str]) -> None:
     """Make the supervisor's own environment the runs' `env` (the same in every request of a
     sandbox, so it changes once): a forked Python child then need not rebuild `os.environ`,
-    which cost it a hundred copy-on-write faults. Exec'd programs get `env` explicitly."""
+    which costs it copy-on-write faults. Exec'd programs get `env` explicitly."""
     if _ADOPTED_ENV[0] != env:
         os.environ.clear()
         os.environ.update(env)

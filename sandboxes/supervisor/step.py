@@ -3,7 +3,7 @@ and reap everything it left, and say how it ended."""
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions cost a child
+import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions slow a child
 import base64
 import contextlib
 import fcntl

@@ -179,7 +179,7 @@ class SupervisorPool(ABC):
 
     Requests are served in arrival order: a supervisor coming back goes straight to the longest
     waiting thread (a plain queue lets a thread that just returned one take it again, starving
-    others: seconds at p99). Waiting has no time limit while supervisors are alive or starting,
+    others). Waiting has no time limit while supervisors are alive or starting,
     since a busy pool is not an error; it fails when none can be started or the pool closes."""
 
     name: str

@@ -1,4 +1,4 @@
-"""The wire between a backend and its supervisors (see `sandboxes/supervisor.py`): frames of a
+"""The wire between a backend and its supervisors (see `sandboxes/supervisor/`): frames of a
 4-byte big-endian length and UTF-8 JSON, the request frame, the results, and the shared files a
 supervisor already holds."""
 
@@ -20,6 +20,7 @@ from sandboxes.api import (
     RunRequest,
     SandboxError,
 )
+from sandboxes.supervisor import JAIL_MODULES
 
 __all__ = [
     "BlobCache",
@@ -28,21 +29,25 @@ __all__ = [
     "decode_result",
     "encode_frame",
     "encode_request",
-    "supervisor_source",
+    "supervisor_sources",
 ]
 
 _STATUSES: frozenset[str] = frozenset(get_args(ExecutionStatus))
 _MAX_FRAME = 256 * 1024 * 1024
 
 
-def supervisor_source() -> bytes:
-    """The supervisor's source, sent to the interpreter started with `BOOTSTRAP`."""
-    return resources.files("sandboxes").joinpath("supervisor.py").read_bytes()
+def supervisor_sources() -> list[tuple[str, str]]:
+    """The supervisor's modules as (name in `sys.modules`, source), in `JAIL_MODULES` order."""
+    package = resources.files("sandboxes.supervisor")
+    return [
+        (f"sandboxes.supervisor.{name}", package.joinpath(f"{name}.py").read_text("utf-8"))
+        for name in JAIL_MODULES
+    ]
 
 
 def bootstrap_payload() -> bytes:
-    src = supervisor_source()
-    return struct.pack(">I", len(src)) + src
+    """What the interpreter started with `BOOTSTRAP` reads on stdin: the supervisor's sources."""
+    return encode_frame(supervisor_sources())
 
 
 def encode_frame(obj: Any) -> bytes:

@@ -55,7 +55,7 @@ class SandboxSettings(BaseModel):
     fork_python: bool = True
     """Run a step whose argv is the sandbox's own `python3` on a script (or `-c`), with flags
     among -I -E -S -B -s -u, in the forked supervisor itself instead of exec'ing a fresh
-    interpreter: the same confinement, about 1 ms instead of 10-20 ms per step. Differences a
+    interpreter: the same confinement, without a fresh interpreter's start-up. Differences a
     program can notice: `sys.flags` and /proc/self/cmdline are the supervisor's, and modules the
     supervisor imported (json, base64, selectors, ...) are already in `sys.modules`."""
 
@@ -100,8 +100,8 @@ class SandboxSettings(BaseModel):
     docker_transport: Literal["socket", "attach"] = "socket"
     """How the service talks to a container's supervisor. `socket`: a Unix socket in a
     per-container host directory bind-mounted read-only, connected once at start-up and removed
-    from the directory before any program runs (bypasses the engine: about 0.5 ms less CPU per
-    request in dockerd and containerd-shim). Needs the engine on this host, seeing the service's
+    from the directory before any program runs (bypasses the engine: less CPU per request in
+    dockerd and containerd-shim). Needs the engine on this host, seeing the service's
     file system at `docker_socket_dir`; where that fails (a remote engine, a service in a
     container without that directory shared) the backend falls back to `attach` with a
     warning. `attach`: the container's attached stdin/stdout through the engine."""
@@ -119,8 +119,8 @@ class SandboxSettings(BaseModel):
     """pids limit of one container (threads count, the supervisor included): docker's bound on
     a run's processes, as RLIMIT_NPROC (`Limits.max_processes`, 64) is local's, so it caps
     `max_processes` here. Keep it near that: a fork bomb keeps every allowed process runnable,
-    and the supervisor, one task among them, must still get enough CPU to stop it (at 256 it
-    took 5-30 s, against about a second at 96)."""
+    and the supervisor, one task among them, must still get enough CPU to stop it (how much
+    longer that takes at 256: benchmarks/README.md)."""
 
     container_cpus: float | None = Field(default=None, gt=0, le=1024)
     """CPU quota of one container (None: no quota). CPU budgets are CPU time, so a quota only

@@ -1,0 +1,247 @@
+"""One request (a work directory, the build, the executions, the cleanup) and the supervisor's
+`main`: set itself up, then serve requests until its stream ends."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import errno
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from .forked import _SITE_PATH, _STDLIB_PATH
+from .framing import _KEEP, _Outbox, _read_frame, _write_frame
+from .kernel import (
+    _PR_SET_CHILD_SUBREAPER,
+    _PR_SET_DUMPABLE,
+    _PR_SET_NO_NEW_PRIVS,
+    _prctl,
+    install_filter,
+)
+from .shared import _BLOBS, _shared_files
+from .step import StepContext, _run_step, check_oom_adj
+from .tree import _Reaper
+
+if TYPE_CHECKING:
+    from .config import SupervisorConfig
+
+PROTOCOL_VERSION = 1
+
+
+def _safe_path(root: str, name: str) -> str:
+    path = os.path.normpath(os.path.join(root, name))
+    if os.path.isabs(name) or not path.startswith(root + os.sep):
+        raise ValueError(f"file name escapes the work directory: {name!r}")
+    return path
+
+
+def _ipc_objects_left() -> bool:
+    """Whether a System V shared memory segment, semaphore set or message queue exists in this
+    sandbox's IPC namespace. They outlive the processes that made them, so a run could leave
+    data (and memory) to the next; the supervisor then asks for a new sandbox."""
+    for kind in ("shm", "sem", "msg"):
+        try:
+            with open(f"/proc/sysvipc/{kind}", "rb") as f:
+                f.readline()  # the header
+                if f.readline().strip():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def _empty_dir(path: str) -> None:
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return
+    for name in names:
+        full = os.path.join(path, name)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(full)
+
+
+def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
+    workdir = os.path.join(cfg["work_root"], "work")
+    if os.path.lexists(workdir):
+        shutil.rmtree(workdir)
+    os.mkdir(workdir, 0o700)
+    uid, gid = cfg["run_uid"], cfg["run_gid"]
+    owner = None
+    if uid is not None and os.geteuid() == 0:
+        owner = (uid, uid if gid is None else gid)
+    nested = False
+    for name, data in files.items():
+        path = _safe_path(workdir, name)
+        if "/" in name:
+            nested = True
+            os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
+        try:
+            os.fchmod(fd, 0o700)
+            if owner is not None:
+                os.fchown(fd, *owner)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    if owner is not None:
+        os.chown(workdir, *owner)
+        if nested:  # the subdirectories (their files are owned already)
+            for dirpath, dirnames, _ in os.walk(workdir):
+                for d in dirnames:
+                    os.chown(os.path.join(dirpath, d), *owner)
+    return workdir
+
+
+def _build_limits(limits: dict[str, Any]) -> dict[str, Any]:
+    """The build step's limits: the run's, with `build_memory_bytes` when the request sets it
+    (a problem's own memory limit bounds the program, not its compiler)."""
+    build_memory = limits.get("build_memory_bytes")
+    return limits if build_memory is None else {**limits, "memory_bytes": build_memory}
+
+
+def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, out: _Outbox) -> None:
+    limits = req["limits"]
+    files = {name: base64.b64decode(b64) for name, b64 in req["files"].items()}
+    shared_keys = _shared_files(req.get("shared"))
+    files.update((name, _BLOBS[key]) for name, key in shared_keys.items())
+    workdir = _prepare_workdir(cfg, files)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": cfg["tmpdir"] or "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    leftover = 0
+    oom = False
+    try:
+        build = req.get("build")
+        build_ok = True
+        if build is not None:
+            cpu = float(limits["build_cpu_s"])
+            ctx = StepContext(
+                build["argv"],
+                base64.b64decode(build["stdin"]),
+                workdir,
+                env,
+                _build_limits(limits),
+                cpu,
+                cpu * 2 + 1,
+                reaper,
+                cfg,
+            )
+            result, _, left = _run_step(ctx)
+            leftover += left
+            oom = oom or bool(result.get("oom_killed"))
+            build_ok = result["status"] == "ok"
+            _write_frame(out, {"kind": "result", "index": -1, "result": result}, flush=False)
+        cpu_left = float(limits["cpu_budget_s"])
+        wall_end = time.monotonic() + float(limits["wall_cap_s"])
+        for i, ex in enumerate(req["executions"]):
+            wall_left = wall_end - time.monotonic()
+            if not build_ok or cpu_left <= 0 or wall_left <= 0:
+                result = {"status": "skipped", "cpu_s": 0.0, "wall_s": 0.0}
+            else:
+                ctx = StepContext(
+                    ex["argv"],
+                    base64.b64decode(ex["stdin"]),
+                    workdir,
+                    env,
+                    limits,
+                    cpu_left,
+                    wall_left,
+                    reaper,
+                    cfg,
+                    # before any program of this request ran, its shared files are as sent
+                    shared_keys if build is None and i == 0 else None,
+                )
+                result, used, left = _run_step(ctx)
+                leftover += left
+                oom = oom or bool(result.get("oom_killed"))
+                cpu_left -= used
+            _write_frame(out, {"kind": "result", "index": i, "result": result}, flush=False)
+        # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
+        # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all are a run's).
+        ipc_left = cfg["ipc_namespace"] and _ipc_objects_left()
+        done = {"kind": "done", "leftover_processes": leftover}
+        _write_frame(out, {**done, "recycle": leftover > 0 or oom or ipc_left})
+    finally:
+        # After the results are out (the service reads them while we clean), before the next
+        # request is read: no run ever sees what an earlier one left.
+        shutil.rmtree(workdir, ignore_errors=True)
+        for path in [cfg["work_root"], *cfg["wipe"]]:
+            _empty_dir(path)
+
+
+def main(config_json: str) -> None:
+    """The supervisor: `config_json` is a `SupervisorConfig` the backend made (and checked) with
+    `supervisor_config`."""
+    cfg: SupervisorConfig = json.loads(config_json)
+    _prctl(_PR_SET_DUMPABLE, 0)  # our /proc entries become root-owned: no peeking at our pipes
+    # Inherited by every process of every run, and irrevocable: no exec gains privileges.
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if cfg["seccomp"]:
+        install_filter(base64.b64decode(cfg["seccomp"]))  # needs no-new-privileges
+    check_oom_adj()
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back to us to be killed and reaped
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    os.makedirs(cfg["work_root"], exist_ok=True)
+    stdin = sys.stdin.buffer
+    sys.stdout.flush()
+    _KEEP.append(sys.stdout)
+    out = _Outbox(1)
+    sys.stdout = sys.stderr  # nothing but frames may reach the backend's stream
+    _STDLIB_PATH[:] = sys.path
+    import site
+
+    site.ENABLE_USER_SITE = False
+    site.main()  # what `python3 -I` adds: the system's site-packages (numpy etc.)
+    _SITE_PATH[:] = sys.path
+    reaper = _Reaper(cfg["pid_namespace"])
+    stream: BinaryIO = stdin
+    if cfg["connect"]:
+        # The backend's Unix socket (docker `socket` transport): frames travel there from now
+        # on; stdin/stdout stay open but unused. The token tells the backend it is us.
+        import socket
+
+        try:
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # close-on-exec
+            conn.settimeout(30.0)
+            conn.connect(cfg["connect"])
+            conn.settimeout(None)
+        except OSError as exc:
+            _write_frame(out, {"kind": "error", "message": f"connect: {exc}", "socket": False})
+            return
+        _KEEP.append(conn)
+        out = _Outbox(conn.fileno())
+        stream = conn.makefile("rb")
+        _write_frame(out, {"kind": "token", "token": cfg["token"]}, flush=False)
+    _write_frame(out, {"kind": "ready", "pid": os.getpid(), "version": PROTOCOL_VERSION})
+    while True:
+        req = _read_frame(stream)
+        if req is None:
+            return
+        try:
+            _run_request(req, cfg, reaper, out)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                return
+            _write_frame(out, {"kind": "error", "message": f"{type(exc).__name__}: {exc}"})
+        except Exception as exc:  # noqa: BLE001 - reported; the backend discards this sandbox
+            _write_frame(out, {"kind": "error", "message": f"{type(exc).__name__}: {exc}"})

@@ -1,0 +1,451 @@
+"""One step: fork a program, confine it, feed its stdin, gather its output, watch its limits, kill
+and reap everything it left, and say how it ended."""
+
+from __future__ import annotations
+
+import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions slow a child
+import base64
+import contextlib
+import fcntl
+import gc
+import math
+import os
+import resource
+import select
+import signal
+import time
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+
+from .forked import _adopt_environ, _Invocation, _python_invocation, _python_main, _spare_streams
+from .shared import _shared_code
+from .tree import _live_usage, _Reaper, _rusage_cpu
+
+if TYPE_CHECKING:
+    from .config import SupervisorConfig
+
+_READ_CHUNK = 65536
+_POLL_S = 0.02
+_MEMORY_MARKERS: tuple[bytes, ...] = (b"MemoryError", b"std::bad_alloc", b"Cannot allocate memory")
+# The JVM, Node, Go and Rust say so in these words.
+_MEMORY_MARKERS += (b"java.lang.OutOfMemoryError", b"heap out of memory", b"runtime: out of memory")
+_MEMORY_MARKERS += (b"memory allocation of",)
+
+
+_OOM_ADJ_WRITABLE = True
+"""Whether a run's processes can raise their own OOM score (not where, as the docker backend's
+non-root supervisor, our /proc entries are root-owned): decided once, at start."""
+
+
+class StepContext(NamedTuple):
+    """What one step runs with. A NamedTuple, not a dataclass: `dataclasses` would load
+    `inspect` and `ast` into every sandbox, and into every forked Python program's memory."""
+
+    argv: list[str]
+    stdin: bytes
+    workdir: str
+    env: dict[str, str]
+    """The programs' environment, the same object for every step of a request."""
+    limits: dict[str, Any]
+    """The request's limits (the build's: `request._build_limits`)."""
+    cpu_s: float
+    """The CPU seconds the step may use (what is left of the request's budget)."""
+    wall_s: float
+    """The wall seconds it may take."""
+    reaper: _Reaper
+    cfg: SupervisorConfig
+    shared_keys: dict[str, str] | None = None
+    """The request's shared files (name -> blob key), given for its first program only: before
+    any program of the request ran, they are as sent."""
+
+
+def check_oom_adj() -> None:
+    """Decide `_OOM_ADJ_WRITABLE`, once the supervisor is not dumpable: children inherit our
+    non-dumpable /proc entries, so can they still write this one?"""
+    global _OOM_ADJ_WRITABLE
+    try:
+        os.close(os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC))
+    except OSError:
+        _OOM_ADJ_WRITABLE = False
+
+
+def _set_rlimit(which: int, value: int) -> None:
+    try:
+        resource.setrlimit(which, (value, value))
+    except (ValueError, OSError):
+        _, hard = resource.getrlimit(which)
+        capped = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (capped, hard))
+
+
+def _child(
+    ctx: StepContext, fds: tuple[int, int, int, int], invocation: _Invocation | None
+) -> NoReturn:
+    """In the forked child: confine ourselves, then exec (or become the forked Python program
+    `invocation`, decided by the parent). Never returns.
+
+    Every page this child writes to is a copy-on-write fault, so it runs as little Python as it
+    can: no text-mode `open` (codec and locale machinery), no path resolution."""
+    stdin_r, stdout_w, stderr_w, err_w = fds
+    limits, cfg = ctx.limits, ctx.cfg
+    try:
+        os.setsid()
+        if _OOM_ADJ_WRITABLE:
+            try:
+                adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(adj, b"1000")
+                finally:
+                    os.close(adj)
+            except OSError:
+                pass
+        os.dup2(stdin_r, 0)
+        os.dup2(stdout_w, 1)
+        os.dup2(stderr_w, 2)
+        os.dup2(err_w, 3)
+        os.closerange(4, 65536)
+        os.set_inheritable(3, False)
+        _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+        _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
+        # A backstop a second or more past the budget: the supervisor's polling acts first.
+        cpu_limit = int(ctx.cpu_s) + 2
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 1))
+        address_space = limits.get("address_space_bytes") or limits["memory_bytes"]
+        _set_rlimit(resource.RLIMIT_AS, int(address_space))
+        _set_rlimit(resource.RLIMIT_FSIZE, int(limits["file_size_bytes"]))
+        _set_rlimit(resource.RLIMIT_NOFILE, cfg["nofile"])
+        _set_rlimit(resource.RLIMIT_CORE, 0)
+        # No POSIX message queue can be made: one would outlive the run, readable by the next.
+        _set_rlimit(resource.RLIMIT_MSGQUEUE, 0)
+        stack = min(int(limits["memory_bytes"]), 256 * 1024 * 1024)
+        _set_rlimit(resource.RLIMIT_STACK, int(limits.get("stack_bytes") or stack))
+        if cfg["set_nproc"]:
+            _set_rlimit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
+        uid, gid = cfg["run_uid"], cfg["run_gid"]
+        if uid is not None and os.geteuid() == 0:
+            os.setgroups([])
+            os.setgid(uid if gid is None else gid)
+            os.setuid(uid)
+        # no-new-privileges: set on the supervisor itself, inherited by every child
+        os.chdir(ctx.workdir)
+        if invocation is not None:
+            _python_main(ctx.argv[0], invocation, ctx.env)
+        os.execvpe(ctx.argv[0], ctx.argv, ctx.env)
+    except BaseException as exc:  # noqa: BLE001 - reported to the supervisor, then exit 127
+        try:
+            os.write(3, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))
+        finally:
+            os._exit(127)
+    os._exit(127)
+
+
+_PIPE_MAX: list[int] = []
+
+
+def _enlarge_pipe(fd: int, cap: int) -> bool:
+    """Make the pipe hold `cap` bytes (at least its default 64 KiB, at most what the system
+    allows); False when it cannot (the caller then reads it as data arrives)."""
+    if not _PIPE_MAX:
+        try:
+            with open("/proc/sys/fs/pipe-max-size", "rb") as f:
+                _PIPE_MAX.append(int(f.read()))
+        except (OSError, ValueError):
+            _PIPE_MAX.append(0)
+    if _PIPE_MAX[0] < cap:
+        return False
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, max(cap, 65536))
+    except OSError:  # over the user's total of pipe pages (pipe-user-pages-soft)
+        return False
+    return True
+
+
+def _drain(fd: int, buf: bytearray, total: int, cap: int) -> int:
+    """Read what is in the (non-blocking) pipe into `buf`, keeping at most `cap` bytes over all
+    outputs; returns the new total, which exceeds `cap` when the output limit was passed."""
+    while total <= cap:
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except (BlockingIOError, OSError):
+            break
+        if not data:
+            break
+        buf += data[: max(cap - total, 0)]
+        total += len(data)
+    return total
+
+
+class _Step:
+    """One program of a request while it runs: its pipes, and what watching it has seen."""
+
+    __slots__ = (
+        "cpu",
+        "err_r",
+        "exc_r",
+        "killed_for",
+        "main_done",
+        "note",
+        "out_cap",
+        "out_r",
+        "outputs",
+        "pid",
+        "pidfd",
+        "start",
+        "statuses",
+        "stdin_w",
+        "total_out",
+    )
+
+    def __init__(
+        self, start: float, pid: int, fds: tuple[int, int, int, int], out_cap: int
+    ) -> None:
+        self.start = start
+        self.pid = pid
+        self.stdin_w, self.out_r, self.err_r, self.exc_r = fds
+        self.pidfd = -1
+        self.out_cap = out_cap
+        self.outputs = {self.out_r: bytearray(), self.err_r: bytearray()}
+        self.total_out = 0
+        self.killed_for: str | None = None
+        self.note = ""
+        self.cpu = 0.0
+        self.statuses: dict[int, int] = {}
+        self.main_done = False
+
+    def take(self, fd: int, data: bytes) -> None:
+        """Keep what fits of `data` under the output limit; past it, the step is stopped."""
+        self.outputs[fd] += data[: max(self.out_cap - self.total_out, 0)]
+        self.total_out += len(data)
+        if self.total_out > self.out_cap:
+            self.killed_for = "output_limit"
+
+    def drain(self) -> None:
+        """Take what is already in both (non-blocking) output pipes."""
+        for fd in (self.out_r, self.err_r):
+            self.total_out = _drain(fd, self.outputs[fd], self.total_out, self.out_cap)
+        if self.total_out > self.out_cap:
+            self.killed_for = "output_limit"
+
+    def close_stdin(self) -> None:
+        if self.stdin_w >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.stdin_w)
+            self.stdin_w = -1
+
+    def close(self) -> None:
+        self.close_stdin()
+        for fd in (self.out_r, self.err_r, self.pidfd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def exec_error(self) -> bytes:
+        """What the child wrote to the exec-error pipe (nothing once the program started)."""
+        data = b""
+        while chunk := os.read(self.exc_r, 4096):
+            data += chunk
+        os.close(self.exc_r)
+        return data
+
+
+def _spawn(ctx: StepContext, invocation: _Invocation | None) -> _Step:
+    """Fork the step's process, which confines itself and becomes the program (`_child`)."""
+    stdin_r, stdin_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
+    start = time.monotonic()
+    # Every object so far is left out of the child's garbage collections, which would otherwise
+    # write to (copy) the pages of objects the program never uses.
+    gc.freeze()
+    pid = os.fork()
+    if pid == 0:
+        _child(ctx, (stdin_r, out_w, err_w, exc_w), invocation)
+    gc.unfreeze()
+    for fd in (stdin_r, out_w, err_w, exc_w):
+        os.close(fd)
+    return _Step(start, pid, (stdin_w, out_r, err_r, exc_r), int(ctx.limits["output_bytes"]))
+
+
+def _feed(step: _Step, sel: select.poll, view: memoryview) -> memoryview:
+    """Write the next piece of stdin; once all is written (or the program closed its end),
+    close it. Returns what is left to write."""
+    try:
+        view = view[os.write(step.stdin_w, view[:_READ_CHUNK]) :]
+    except BlockingIOError:
+        pass
+    except OSError:  # the program closed its stdin
+        view = view[:0]
+    if not view:
+        sel.unregister(step.stdin_w)
+        step.close_stdin()
+    return view
+
+
+def _files_over(roots: list[str], cap: int) -> bool:
+    """Whether one of the file systems at `roots` holds more than `cap` files and directories
+    (where no `nr_inodes` mount option could bound them)."""
+    for root in roots:
+        try:
+            st = os.statvfs(root)
+        except OSError:
+            continue
+        if st.f_files - st.f_ffree > cap:
+            return True
+    return False
+
+
+def _over_limits(step: _Step, ctx: StepContext, mem_cap: int) -> str | None:
+    """At each poll: the limit the step's processes passed together, if any."""
+    reaper, cfg = ctx.reaper, ctx.cfg
+    step.cpu += reaper.reap_ready(step.statuses)
+    live_cpu, resident = _live_usage(reaper.run_processes())
+    if step.cpu + live_cpu >= ctx.cpu_s:
+        return "timeout"
+    if resident > mem_cap:
+        # RLIMIT_AS bounds each process; this bounds them together (no cgroup needed).
+        return "memory"
+    max_files = cfg["max_files"]  # 0: not polled (docker: nr_inodes bounds it)
+    if max_files and _files_over([cfg["work_root"], *cfg["wipe"]], max_files):
+        step.note = f"sandbox: more than {max_files} files in one file system\n"
+        return "runtime_error"
+    return None
+
+
+def _watch(step: _Step, ctx: StepContext) -> None:
+    """Feed stdin and gather output until the main process exits or a limit is passed (then
+    `step.killed_for` names it)."""
+    mem_cap = int(ctx.limits["memory_bytes"])
+    # poll(), not an epoll selector: no descriptor to create and close in every step.
+    sel = select.poll()
+    # Pipes as large as the output limit need not be read while the program runs: it cannot
+    # block on them before it has written more than it may. They are read at each poll and
+    # at the end, so that a program's every write is not also a wake-up of the supervisor.
+    lazy = _enlarge_pipe(step.out_r, step.out_cap) and _enlarge_pipe(step.err_r, step.out_cap)
+    for fd in (step.out_r, step.err_r):
+        os.set_blocking(fd, False)
+        if not lazy:
+            sel.register(fd, select.POLLIN)
+    step.pidfd = os.pidfd_open(step.pid)
+    sel.register(step.pidfd, select.POLLIN)
+    view = memoryview(ctx.stdin)
+    if view:
+        os.set_blocking(step.stdin_w, False)
+        sel.register(step.stdin_w, select.POLLOUT)
+    else:
+        step.close_stdin()
+    deadline = step.start + ctx.wall_s
+    next_check = step.start + _POLL_S
+    while not step.main_done and step.killed_for is None:
+        timeout = max(0.0, min(deadline, next_check) - time.monotonic())
+        for fd, _ in sel.poll(math.ceil(timeout * 1000)):
+            if fd == step.pidfd:
+                step.main_done = True
+            elif fd == step.stdin_w:
+                view = _feed(step, sel, view)
+            else:
+                try:
+                    data = os.read(fd, _READ_CHUNK)
+                except BlockingIOError:
+                    continue
+                if data:
+                    step.take(fd, data)
+                else:
+                    sel.unregister(fd)
+        now = time.monotonic()
+        if step.killed_for is None and now >= next_check:
+            next_check = now + _POLL_S
+            if lazy:
+                step.drain()
+            if step.killed_for is None:
+                step.killed_for = _over_limits(step, ctx, mem_cap)
+        if step.killed_for is None and now >= deadline:
+            step.killed_for = "timeout"
+    if step.killed_for is None:
+        step.drain()  # the main process has exited: take what is already in the pipes
+
+
+def _reap(step: _Step, reaper: _Reaper) -> tuple[int | None, set[int]]:
+    """Kill and reap everything of the step (the main process included), counting CPU time;
+    returns the main process's wait status and the other processes that were killed."""
+    main_status = step.statuses.get(step.pid)
+    if main_status is None and step.main_done:
+        try:
+            wpid, status, ru = os.wait4(step.pid, os.WNOHANG)
+        except ChildProcessError:
+            wpid = 0
+        if wpid:
+            step.cpu += _rusage_cpu(ru)
+            step.statuses[step.pid] = main_status = status
+    extra_cpu, killed = reaper.kill_all(step.statuses)
+    killed.discard(step.pid)
+    step.cpu += extra_cpu
+    if main_status is None:
+        main_status = step.statuses.get(step.pid)
+    return main_status, killed
+
+
+def _classify(
+    killed_for: str | None, exit_code: int | None, sig: int | None, stderr: bytes
+) -> tuple[str, bool]:
+    """A step's status from how it ended, and whether the kernel's OOM killer ended it."""
+    if killed_for is not None:
+        return killed_for, False
+    if sig == signal.SIGXCPU:
+        return "timeout", False
+    if exit_code == 0:
+        return "ok", False
+    if sig == signal.SIGKILL:
+        # Not killed by us: the kernel's OOM killer (container memory cap) is the usual cause.
+        return "memory", True
+    if any(marker in stderr for marker in _MEMORY_MARKERS):
+        return "memory", False
+    return "runtime_error", False
+
+
+def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
+    """Run one program; returns (result dict, CPU seconds used, leftover processes killed)."""
+    # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
+    invocation = None
+    if ctx.cfg["fork_python"]:
+        invocation = _python_invocation(ctx.argv, ctx.env, ctx.workdir)
+    if invocation is not None:
+        if ctx.shared_keys:
+            invocation = _shared_code(invocation, ctx.workdir, ctx.shared_keys)
+        _spare_streams("u" in invocation[0])
+        _adopt_environ(ctx.env)
+    step = _spawn(ctx, invocation)
+    try:
+        _watch(step, ctx)
+        wall = time.monotonic() - step.start
+        main_status, killed = _reap(step, ctx.reaper)
+    finally:
+        step.close()
+    exec_error = step.exec_error()
+    out_cap = step.out_cap
+    stdout = bytes(step.outputs[step.out_r])
+    stderr = bytes(step.outputs[step.err_r])
+    exit_code = sig = None
+    if main_status is not None:
+        if os.WIFEXITED(main_status):
+            exit_code = os.WEXITSTATUS(main_status)
+        elif os.WIFSIGNALED(main_status):
+            sig = os.WTERMSIG(main_status)
+    if exec_error:
+        stderr = (stderr + b"\nsandbox: could not start the program: " + exec_error)[-out_cap:]
+    if step.note:
+        stderr = (stderr + step.note.encode())[-out_cap:]
+    if step.cpu >= ctx.cpu_s:
+        step.killed_for = "timeout"
+    status, oom_killed = _classify(step.killed_for, exit_code, sig, stderr)
+    result = {
+        "status": status,
+        "exit_code": exit_code,
+        "signal": sig,
+        "stdout": base64.b64encode(stdout).decode("ascii"),
+        "stderr": base64.b64encode(stderr).decode("ascii"),
+        "cpu_s": round(step.cpu, 6),
+        "wall_s": round(wall, 6),
+        "oom_killed": oom_killed,
+        "stopped": step.killed_for is not None or sig == signal.SIGXCPU,
+    }
+    return result, step.cpu, len(killed)

@@ -3,8 +3,9 @@
 Importable with no server running; the service and `proctor score` both call `score_item`.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from reward_specs.canonical import canonical_json
-from reward_specs.domains import SCORERS, default_registry
 from reward_specs.engine import (
     Item,
     ItemFields,
@@ -27,6 +28,9 @@ from reward_specs.scorer import (
     Scorer,
 )
 from reward_specs.spec import BUILTIN_SPEC_DIR, Spec, SpecError, load_spec_file, load_specs
+
+if TYPE_CHECKING:
+    from reward_specs.domains import SCORERS, default_registry
 
 __all__ = [
     "BUILTIN_SPEC_DIR",
@@ -56,3 +60,14 @@ __all__ = [
     "score_item",
     "strip_reasoning",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`SCORERS` and `default_registry`, from `reward_specs.domains` at first use: importing
+    every domain (their verifier libraries) would otherwise come with any module of this
+    package, `proctor serve`'s settings among them, before the fork server can start."""
+    if name in ("SCORERS", "default_registry"):
+        from reward_specs import domains
+
+        return getattr(domains, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

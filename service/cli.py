@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
 from reward_specs import Spec, codes
-from reward_specs.code.languages import missing_toolchains
 from reward_specs.lazy import lazy_import
 from service.loading import load_all_specs, load_registry
 from service.logs import configure_logging
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     import tqdm
     import uvicorn
 
+    import reward_specs.code.languages as languages
     import service.auth as auth
     import service.dispatch as dispatch
     import service.fastjson as fastjson
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from service.state import AppState
 else:
     fastapi_exceptions = lazy_import("fastapi.exceptions")
+    languages = lazy_import("reward_specs.code.languages")  # the code domain, all of it
     tqdm = lazy_import("tqdm")
     uvicorn = lazy_import("uvicorn")
     auth = lazy_import("service.auth")
@@ -70,7 +71,7 @@ def _say_what_local_lacks(settings: Settings) -> None:
     """At start, under the `local` sandbox: the code domain's toolchains this host lacks."""
     if settings.sandbox.backend != "local":
         return
-    missing = missing_toolchains()
+    missing = languages.missing_toolchains()
     if missing:
         print(
             f"proctor serve: the local sandbox has no compiler for {', '.join(sorted(missing))}: "

@@ -101,6 +101,24 @@ def test_specs_imports_no_verifier_library_and_no_web_stack() -> None:
     assert done.stdout.strip() == "[0, 0] [] True", done.stdout
 
 
+def test_serve_starts_its_fork_server_before_importing_any_domain() -> None:
+    # What `proctor serve` imports before `dispatch.prepare` starts the fork server (the CLI,
+    # its settings, the dispatchers) is on the warm-up's critical path: no domain among it.
+    program = (
+        "import sys\n"
+        "import service.cli as cli\n"
+        "cli._settings(cli.argparse.Namespace())\n"
+        "import service.dispatch\n"
+        "print(sorted(m for m in sys.modules if m.startswith('reward_specs.')"
+        " and m.split('.')[1] in ('code', 'domains', 'ifeval', 'math', 'puzzles', 'stem')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_score_reads_standard_input_and_names_line_and_column(tmp_path: Path) -> None:
     lines = [
         json.dumps(

@@ -6,7 +6,8 @@ the pool put in `WARM_ENV` (`processes.start_fork_server`, around the server's s
 every process scorer's examples as each worker does (importing the verifier libraries, building
 their grammars and language data). Every worker forked afterwards shares that state
 copy-on-write; its own warm-up (`worker.warm_up`, which still decides when it is ready) then
-finds it done, and it tunes its own heap (`settle_heap`).
+finds it done, and it tunes its own heap (`settle_heap`). The registry and specs loaded here
+are kept (`worker.keep_loaded`): a worker starts from them instead of reading the files again.
 
 The collector waits during the warm-up: the imports and first parses allocate what stays, so
 the collections that would run among them walk ever more objects to free almost none. One
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from reward_specs import ScoreContext
 from service.dispatch.processes import WARM_ENV
-from service.dispatch.worker import warm_up
+from service.dispatch.worker import keep_loaded, warm_up
 from service.loading import load_all_specs, load_registry
 
 __all__: list[str] = []
@@ -45,8 +46,10 @@ def _warm_from_environment() -> None:
     try:
         wanted = json.loads(raw)
         registry = load_registry(wanted["registry"])
-        specs = load_all_specs(registry, [Path(d) for d in wanted["spec_dirs"]])
+        spec_dirs = [Path(d) for d in wanted["spec_dirs"]]
+        specs = load_all_specs(registry, spec_dirs)
         warm_up(registry, specs, ScoreContext())
+        keep_loaded(wanted["registry"], spec_dirs, registry, specs)
     except Exception:  # the fork server must live on: each worker warms (and fails) itself
         log.exception("the worker pool's fork server could not warm up")
     finally:

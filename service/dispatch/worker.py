@@ -19,10 +19,36 @@ from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, sco
 from service.loading import load_all_specs, load_registry
 from service.runtime import limit_address_space, settle_heap
 
-__all__ = ["Task", "warm_up", "worker_main"]
+__all__ = ["Task", "keep_loaded", "warm_up", "worker_main"]
 
 Task = tuple[int, str, Item]
 """(position in the batch, spec name, item)."""
+
+
+_Loaded = tuple[Registry, dict[str, Spec]]
+
+_KEPT: dict[tuple[str, tuple[str, ...]], _Loaded] = {}
+"""What the fork server loaded for its warm-up (`keep_loaded`), by registry and spec directories."""
+
+
+def keep_loaded(
+    registry_path: str, spec_dirs: Sequence[Path], registry: Registry, specs: dict[str, Spec]
+) -> None:
+    """Keep the fork server's registry and specs for the workers it forks: they start from
+    these objects (the same files, read once) instead of reading every spec file again."""
+    _KEPT[_key(registry_path, spec_dirs)] = (registry, specs)
+
+
+def _key(registry_path: str, spec_dirs: Sequence[Path]) -> tuple[str, tuple[str, ...]]:
+    return registry_path, tuple(str(d) for d in spec_dirs)
+
+
+def _load(registry_path: str, spec_dirs: Sequence[Path]) -> _Loaded:
+    kept = _KEPT.get(_key(registry_path, spec_dirs))
+    if kept is not None:
+        return kept
+    registry = load_registry(registry_path)
+    return registry, load_all_specs(registry, spec_dirs)
 
 
 def warm_up(registry: Registry, specs: dict[str, Spec], ctx: ScoreContext) -> None:
@@ -55,8 +81,7 @@ def worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service decides when workers stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     limit_address_space(memory_mb)
-    registry = load_registry(registry_path)
-    specs = load_all_specs(registry, spec_dirs)
+    registry, specs = _load(registry_path, spec_dirs)
     ctx = ScoreContext()
     warm_up(registry, specs, ctx)
     settle_heap()

@@ -27,7 +27,7 @@ from service.errors import error_body
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import FinishedLimits, Jobs, JobStore, Runner
 from service.limits import make_limits
-from service.limits_http import BodyBudget
+from service.limits_http import BodyBudget, serve_guarded
 from service.loading import LoadedSpecs, load_registry
 from service.logs import RequestIdMiddleware, client_gone
 from service.metrics import Metrics, StatusCounter
@@ -66,30 +66,11 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await self._refuse(send)
             return
-        seen = 0
-        started = refused = False
 
-        async def counting_receive() -> MutableMapping[str, Any]:
-            nonlocal seen, refused
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit and not refused:
-                    refused = True
-                    if not started:
-                        await self._refuse(send)
-                    return {"type": "http.disconnect"}
-            return message
+        def admit(seen: int) -> bool:
+            return seen <= self.limit
 
-        async def guarded_send(message: MutableMapping[str, Any]) -> None:
-            nonlocal started
-            if refused:
-                return  # the 413 has been sent; whatever the app says next goes nowhere
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        await self.app(scope, counting_receive, guarded_send)
+        await serve_guarded(self.app, scope, receive, send, admit, self._refuse)
 
     async def _refuse(self, send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
         message = f"request body exceeds {self.limit} bytes"

@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
@@ -46,6 +47,7 @@ __all__ = ["create_app"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class BodyLimit:
     """Refuse request bodies over `limit` bytes with a 413, before they are parsed.
 
@@ -53,9 +55,8 @@ class BodyLimit:
     once it passes the limit the 413 is sent and the app is told the client went away.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
+    app: ASGIApp
+    limit: int
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from service.errors import error_body
 from service.limits import RETRY_AFTER_S
 
-__all__ = ["BodyBudget", "header_limited_http"]
+__all__ = ["BodyBudget", "header_limited_http", "serve_guarded"]
 
 
 _CHUNK_SLACK = 256 * 1024
@@ -36,6 +36,43 @@ _CHUNK_SLACK = 256 * 1024
 def _encoded(status: int, code: str, message: str) -> bytes:
     body = error_body(status, {"code": code, "message": message})
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+async def serve_guarded(
+    app: ASGIApp,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    admit: Callable[[int], bool],
+    refuse: Callable[[Send], Awaitable[None]],
+) -> None:
+    """Serve `app` while `admit(bytes seen)` accepts the body read so far; once it does not, the
+    refusal is sent (unless the app has started its response), the app is told the client went
+    away, and whatever it sends after goes nowhere. Shared by the body limits of the API."""
+    seen = 0
+    started = refused = False
+
+    async def counting_receive() -> MutableMapping[str, Any]:
+        nonlocal seen, refused
+        message = await receive()
+        if message["type"] == "http.request" and not refused:
+            seen += len(message.get("body", b""))
+            if not admit(seen):
+                refused = True
+                if not started:
+                    await refuse(send)
+                return {"type": "http.disconnect"}
+        return message
+
+    async def guarded_send(message: MutableMapping[str, Any]) -> None:
+        nonlocal started
+        if refused:
+            return  # the refusal has been sent; whatever the app says next goes nowhere
+        if message["type"] == "http.response.start":
+            started = True
+        await send(message)
+
+    await app(scope, counting_receive, guarded_send)
 
 
 class BodyBudget:
@@ -62,33 +99,17 @@ class BodyBudget:
         if not self._reserve(reserved):
             await self._refuse(send)
             return
-        seen = 0
-        started = refused = False
 
-        async def counting_receive() -> MutableMapping[str, Any]:
-            nonlocal seen, reserved, refused
-            message = await receive()
-            if message["type"] == "http.request" and not refused:
-                seen += len(message.get("body", b""))
-                if seen > reserved:  # streamed, or longer than declared: reserve the rest
-                    if not self._reserve(seen - reserved):
-                        refused = True
-                        if not started:
-                            await self._refuse(send)
-                        return {"type": "http.disconnect"}
-                    reserved = seen
-            return message
-
-        async def guarded_send(message: MutableMapping[str, Any]) -> None:
-            nonlocal started
-            if refused:
-                return  # the 429 has been sent; whatever the app says next goes nowhere
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        def admit(seen: int) -> bool:
+            nonlocal reserved
+            if seen > reserved:  # streamed, or longer than declared: reserve the rest
+                if not self._reserve(seen - reserved):
+                    return False
+                reserved = seen
+            return True
 
         try:
-            await self.app(scope, counting_receive, guarded_send)
+            await serve_guarded(self.app, scope, receive, send, admit, self._refuse)
         finally:
             self.held -= reserved
 

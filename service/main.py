@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
@@ -27,7 +28,7 @@ from service.errors import error_body
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import FinishedLimits, Jobs, JobStore, Runner
 from service.limits import make_limits
-from service.limits_http import BodyBudget
+from service.limits_http import BodyBudget, serve_guarded
 from service.loading import LoadedSpecs, load_registry
 from service.logs import RequestIdMiddleware, client_gone
 from service.metrics import Metrics, StatusCounter
@@ -46,6 +47,7 @@ __all__ = ["create_app"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(eq=False)
 class BodyLimit:
     """Refuse request bodies over `limit` bytes with a 413, before they are parsed.
 
@@ -53,9 +55,8 @@ class BodyLimit:
     once it passes the limit the 413 is sent and the app is told the client went away.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
+    app: ASGIApp
+    limit: int
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,30 +67,11 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await self._refuse(send)
             return
-        seen = 0
-        started = refused = False
 
-        async def counting_receive() -> MutableMapping[str, Any]:
-            nonlocal seen, refused
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit and not refused:
-                    refused = True
-                    if not started:
-                        await self._refuse(send)
-                    return {"type": "http.disconnect"}
-            return message
+        def admit(seen: int) -> bool:
+            return seen <= self.limit
 
-        async def guarded_send(message: MutableMapping[str, Any]) -> None:
-            nonlocal started
-            if refused:
-                return  # the 413 has been sent; whatever the app says next goes nowhere
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        await self.app(scope, counting_receive, guarded_send)
+        await serve_guarded(self.app, scope, receive, send, admit, self._refuse)
 
     async def _refuse(self, send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
         message = f"request body exceeds {self.limit} bytes"

@@ -14,6 +14,7 @@ import threading
 from collections import Counter as Tally
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -255,14 +256,14 @@ class Metrics:
             self.judged_zero.labels(domain=domain, reason=reason).inc(n)
 
 
+@dataclass(eq=False)
 class StatusCounter:
     """Counts every response in `Metrics.responses`, by the template of the route that answered
     (`/v1/jobs/{job_id}`, not the path) or `unmatched`, and by status class; an exception that
     escapes the app counts as a 5xx."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
+    app: ASGIApp
+    metrics: Metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -21,6 +21,13 @@ from sandboxes.settings import SandboxSettings
 __all__ = ["RunSettings", "Settings", "SettingsError", "load_settings"]
 
 
+def _at_least(model: BaseModel, *pairs: tuple[str, str], prefix: str = "") -> None:
+    """Refuse `model` at the first (upper, lower) pair of its fields where upper < lower."""
+    for upper, lower in pairs:
+        if getattr(model, upper) < getattr(model, lower):
+            raise ValueError(f"{prefix}{upper} must be at least {prefix}{lower}")
+
+
 def _cpu_count() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
@@ -52,8 +59,7 @@ class RunSettings(BaseModel):
 
     @model_validator(mode="after")
     def _backstop_above_budget(self) -> RunSettings:
-        if self.wall_s < self.cpu_s:
-            raise ValueError("run.wall_s must be at least run.cpu_s")
+        _at_least(self, ("wall_s", "cpu_s"), prefix="run.")
         return self
 
 
@@ -209,17 +215,13 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
-    def _a_full_request_fits(self) -> Settings:
-        if self.max_inflight_items_per_key < self.max_items_per_request:
-            raise ValueError("max_inflight_items_per_key must be at least max_items_per_request")
-        if self.max_inflight_request_bytes < self.max_request_bytes:
-            raise ValueError("max_inflight_request_bytes must be at least max_request_bytes")
-        return self
-
-    @model_validator(mode="after")
-    def _deadline_covers_an_item(self) -> Settings:
-        if self.request_deadline_s < self.item_timeout_s:
-            raise ValueError("request_deadline_s must be at least item_timeout_s")
+    def _limits_hold(self) -> Settings:
+        _at_least(
+            self,
+            ("max_inflight_items_per_key", "max_items_per_request"),  # a full request fits
+            ("max_inflight_request_bytes", "max_request_bytes"),
+            ("request_deadline_s", "item_timeout_s"),  # the deadline covers an item
+        )
         return self
 
 

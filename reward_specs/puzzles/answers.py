@@ -102,11 +102,7 @@ def _region_end(text: str, start: int) -> int | None:
 def _embedded(text: str, accept: Callable[[Any], bool]) -> Any:
     """The first acceptable JSON value that stands complete in prose; `_NONE` if there is none."""
     i = 0
-    while True:
-        starts = [p for p in (text.find("[", i), text.find("{", i)) if p >= 0]
-        if not starts:
-            return _NONE
-        start = min(starts)
+    while (start := _next_bracket(text, i)) is not None:
         try:
             value, end = _decoder.raw_decode(text, start)
         except ValueError:
@@ -123,6 +119,13 @@ def _embedded(text: str, accept: Callable[[Any], bool]) -> Any:
                 return _NONE
             return value
         i = end
+    return _NONE
+
+
+def _next_bracket(text: str, i: int) -> int | None:
+    """Where the next JSON list or object may start at or after `i`, or None."""
+    starts = [p for p in (text.find("[", i), text.find("{", i)) if p >= 0]
+    return min(starts) if starts else None
 
 
 class _NoneType:
@@ -165,11 +168,7 @@ def _last_json_text(text: str) -> str | None:
         return str(fences[-1]).strip() or None
     found = None
     i = 0
-    while True:
-        starts = [p for p in (text.find("[", i), text.find("{", i)) if p >= 0]
-        if not starts:
-            return found
-        start = min(starts)
+    while (start := _next_bracket(text, i)) is not None:
         try:
             _, end = _decoder.raw_decode(text, start)
         except (ValueError, RecursionError):
@@ -177,6 +176,7 @@ def _last_json_text(text: str) -> str | None:
             continue
         found = text[start:end]
         i = end
+    return found
 
 
 _FINDERS: dict[Fallback, Callable[[str], str | None]] = {

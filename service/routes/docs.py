@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
@@ -26,24 +27,25 @@ def mount_docs(app: FastAPI) -> None:
     """Add /docs and /redoc to `app` (created with `docs_url=None, redoc_url=None`). Like the
     schema they show (FastAPI's /openapi.json), they are plain routes, outside the app's
     dependencies such as its API keys."""
-    title = f"{app.title} API"
-    openapi_url = app.openapi_url or "/openapi.json"
+    page: dict[str, Any] = {
+        "openapi_url": app.openapi_url or "/openapi.json",
+        "title": f"{app.title} API",
+    }
+    favicon = f"{ASSETS_PATH}/favicon.png"
 
     async def swagger_ui(request: Request) -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=openapi_url,
-            title=title,
+            **page,
             swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
             swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=f"{ASSETS_PATH}/favicon.png",
+            swagger_favicon_url=favicon,
         )
 
     async def redoc(request: Request) -> HTMLResponse:
         return get_redoc_html(
-            openapi_url=openapi_url,
-            title=title,
+            **page,
             redoc_js_url=f"{ASSETS_PATH}/redoc.standalone.js",
-            redoc_favicon_url=f"{ASSETS_PATH}/favicon.png",
+            redoc_favicon_url=favicon,
             with_google_fonts=False,
         )
 

@@ -47,6 +47,19 @@ def group_advantages(rewards: Sequence[float], std: StdKind = "population") -> l
     return [(r - mean) / spread for r in rewards]
 
 
+_METRICS = {
+    "groups_accepted": "accepted_groups",
+    "groups_rejected": "rejected_groups",
+    "groups_surplus": "surplus_groups",
+    "tokens_accepted": "accepted_tokens",
+    "tokens_rejected": "rejected_tokens",
+    "tokens_surplus": "surplus_tokens",
+}
+"""metrics.jsonl's name of each count that `GroupCounts.metrics` writes."""
+_ADDED = (*_METRICS.values(), "unjudged_responses")
+"""The counts `GroupCounts.merge` adds up."""
+
+
 @dataclass
 class GroupCounts:
     """Accepted and rejected work of one rollout step (the review's Algorithm 1, step 8)."""
@@ -66,24 +79,12 @@ class GroupCounts:
 
     def merge(self, other: GroupCounts) -> None:
         """Add another batch's counts to these (its `rounds` and `by_status` excepted)."""
-        self.accepted_groups += other.accepted_groups
-        self.rejected_groups += other.rejected_groups
-        self.accepted_tokens += other.accepted_tokens
-        self.rejected_tokens += other.rejected_tokens
-        self.unjudged_responses += other.unjudged_responses
-        self.surplus_groups += other.surplus_groups
-        self.surplus_tokens += other.surplus_tokens
+        for name in _ADDED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def metrics(self) -> dict[str, int]:
         """The step metrics both engines write for these counts (metrics.jsonl's names)."""
-        return {
-            "groups_accepted": self.accepted_groups,
-            "groups_rejected": self.rejected_groups,
-            "groups_surplus": self.surplus_groups,
-            "tokens_accepted": self.accepted_tokens,
-            "tokens_rejected": self.rejected_tokens,
-            "tokens_surplus": self.surplus_tokens,
-        }
+        return {metric: getattr(self, name) for metric, name in _METRICS.items()}
 
     def add(self, accepted: bool, tokens: int) -> None:
         if accepted:

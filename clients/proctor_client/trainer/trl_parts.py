@@ -29,7 +29,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import torch
@@ -61,33 +61,26 @@ class JudgedBatch:
     seconds: float = 0.0
 
 
+@dataclass(eq=False)
 class JudgedReward:
     """TRL reward function: Proctor's verdicts turned into the recipe's advantages (see above)."""
 
-    def __init__(
-        self,
-        scorer: BackgroundScorer,
-        stage: Stage,
-        *,
-        eos_token_ids: frozenset[int],
-        advantage_std: Any,
-        dynamic_sampling_on: str,
-        process_index: int = 0,
-        groups_wanted: int | None = None,
-    ) -> None:
-        self.scorer = scorer
-        self.stage = stage
-        self.eos_token_ids = eos_token_ids
-        self.advantage_std = advantage_std
-        self.dynamic_sampling_on = dynamic_sampling_on
-        self.process_index = process_index
-        self.groups_wanted = groups_wanted
-        """Informative groups trained on per batch; the rest are surplus (None: all)."""
+    scorer: BackgroundScorer
+    stage: Stage
+    _: KW_ONLY
+    eos_token_ids: frozenset[int]
+    advantage_std: Any
+    dynamic_sampling_on: str
+    process_index: int = 0
+    groups_wanted: int | None = None
+    """Informative groups trained on per batch; the rest are surplus (None: all)."""
+    masked: list[bool] = field(default_factory=list, init=False)
+    """This process's rows of the last batch that the loss leaves out."""
+    batches: list[JudgedBatch] = field(default_factory=list, init=False)
+    """Batches judged since the callback last read them."""
+
+    def __post_init__(self) -> None:
         self.__name__ = "proctor"
-        self.masked: list[bool] = []
-        """This process's rows of the last batch that the loss leaves out."""
-        self.batches: list[JudgedBatch] = []
-        """Batches judged since the callback last read them."""
 
     def __call__(
         self,

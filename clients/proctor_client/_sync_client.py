@@ -54,9 +54,12 @@ class _Blocking(Generic[_A]):
         self._inner = inner
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Name each `_blocking` method after the face that holds it (in repr, help, pickling
+        by name), not after the async method it was made from."""
         super().__init_subclass__(**kwargs)
         for name, value in vars(cls).items():
             if getattr(value, "__wrapped__", None) is not None:
+                value.__module__ = cls.__module__
                 value.__qualname__ = f"{cls.__qualname__}.{name}"
 
 

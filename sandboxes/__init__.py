@@ -6,37 +6,14 @@
 
 from __future__ import annotations
 
-from sandboxes.api import (
-    Execution,
-    ExecutionResult,
-    ExecutionStatus,
-    Limits,
-    RunRequest,
-    RunResult,
-    SandboxBackend,
-    SandboxError,
-    SandboxStats,
-    SandboxUnavailable,
-)
+from sandboxes import api
+from sandboxes.api import *  # noqa: F403  (the contract: the names api.__all__ lists)
 from sandboxes.settings import SandboxSettings
 
-__all__ = [
-    "Execution",
-    "ExecutionResult",
-    "ExecutionStatus",
-    "Limits",
-    "RunRequest",
-    "RunResult",
-    "SandboxBackend",
-    "SandboxError",
-    "SandboxSettings",
-    "SandboxStats",
-    "SandboxUnavailable",
-    "open_backend",
-]
+__all__ = [*api.__all__, "SandboxSettings", "open_backend"]
 
 
-def open_backend(settings: SandboxSettings) -> SandboxBackend:
+def open_backend(settings: SandboxSettings) -> api.SandboxBackend:
     """Start the backend `settings.backend` names, with its pool warm.
 
     Raises SandboxUnavailable when it cannot run here (no bubblewrap or namespaces, no Docker

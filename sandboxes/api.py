@@ -24,6 +24,7 @@ __all__ = [
     "RunResult",
     "SandboxBackend",
     "SandboxError",
+    "SandboxStats",
     "SandboxUnavailable",
 ]
 

@@ -92,8 +92,11 @@ class ProcessChannel:
         jailed: bool,
     ) -> None:
         self._jailed = jailed
-        self._lease = lease
-        self._workdir = workdir
+        self._owned = contextlib.ExitStack()  # given back when the channel closes, lease first
+        if workdir is not None:
+            self._owned.callback(shutil.rmtree, workdir, ignore_errors=True)
+        if lease is not None:
+            self._owned.callback(lease.release)
         # The pool's close and a run's retirement may close one channel at the same time; a
         # second pass would close the uid lease's descriptor again, by then maybe someone else's.
         self._close_lock = threading.Lock()
@@ -110,7 +113,7 @@ class ProcessChannel:
                 start_new_session=True,
             )
         except OSError:
-            self._release()
+            self._owned.close()
             raise
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._in = self._proc.stdin
@@ -169,15 +172,7 @@ class ProcessChannel:
             if f is not None:
                 with contextlib.suppress(BrokenPipeError):  # unsent bytes for a dead jail
                     f.close()
-        self._release()
-
-    def _release(self) -> None:
-        if self._lease is not None:
-            self._lease.release()
-            self._lease = None
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
-            self._workdir = None
+        self._owned.close()
 
 
 def _bwrap_argv(settings: SandboxSettings, config: SupervisorConfig, as_root: bool) -> list[str]:

@@ -5,18 +5,22 @@ an event loop (a notebook, a trainer's async reward loop)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Coroutine
 from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import httpx
 
 from proctor_client import _defaults
 from proctor_client._async_client import AsyncJobs, AsyncProctorClient
-from proctor_client._batch import ItemLike
 from proctor_client._loops import LoopThread
-from proctor_client._models import JobStatus, RunResult, ScoreResult
 
 __all__ = ["Jobs", "ProctorClient"]
+
+_A = TypeVar("_A")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class _ThreadedTransport(httpx.AsyncBaseTransport):
@@ -42,7 +46,37 @@ class _ThreadedTransport(httpx.AsyncBaseTransport):
         await asyncio.to_thread(self._transport.close)
 
 
-class ProctorClient:
+class _Blocking(Generic[_A]):
+    """A blocking face of the async object `_inner`, whose coroutines run on `_loop`."""
+
+    def __init__(self, loop: LoopThread, inner: _A) -> None:
+        self._loop = loop
+        self._inner = inner
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Name each `_blocking` method after the face that holds it (in repr, help, pickling
+        by name), not after the async method it was made from."""
+        super().__init_subclass__(**kwargs)
+        for name, value in vars(cls).items():
+            if getattr(value, "__wrapped__", None) is not None:
+                value.__module__ = cls.__module__
+                value.__qualname__ = f"{cls.__qualname__}.{name}"
+
+
+def _blocking(
+    method: Callable[Concatenate[_A, _P], Coroutine[Any, Any, _R]],
+) -> Callable[Concatenate[_Blocking[_A], _P], _R]:
+    """`method` of the async class, as a method of its blocking face: the same parameters,
+    types and docstring, its coroutine run to the end on the face's loop."""
+
+    def call(self: _Blocking[_A], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return self._loop.run(method(self._inner, *args, **kwargs))
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+class ProctorClient(_Blocking[AsyncProctorClient]):
     """A blocking client of one Proctor server; see `AsyncProctorClient` for what each argument
     and method does. `transport` may be blocking (`httpx.BaseTransport`) or async."""
 
@@ -60,7 +94,7 @@ class ProctorClient:
     ) -> None:
         if transport is not None and not isinstance(transport, httpx.AsyncBaseTransport):
             transport = _ThreadedTransport(transport)
-        self._loop = LoopThread("proctor-client")
+        loop = LoopThread("proctor-client")
 
         async def build() -> AsyncProctorClient:
             return AsyncProctorClient(
@@ -74,50 +108,19 @@ class ProctorClient:
                 transport=transport,
             )
 
-        self._client = self._loop.run(build())
-        self.jobs = Jobs(self._loop, self._client.jobs)
+        super().__init__(loop, loop.run(build()))
+        self.jobs = Jobs(loop, self._inner.jobs)
 
-    def score(
-        self,
-        items: Sequence[ItemLike],
-        spec: str | None = None,
-        deadline_s: float | None = None,
-    ) -> list[ScoreResult]:
-        """One result per item, in order (`AsyncProctorClient.score`)."""
-        return self._loop.run(self._client.score(items, spec=spec, deadline_s=deadline_s))
-
-    def run(
-        self,
-        language: str,
-        source: str,
-        stdin: str = "",
-        files: Mapping[str, str] | None = None,
-        *,
-        cpu_s: float | None = None,
-        wall_s: float | None = None,
-        memory_mb: int | None = None,
-        output_bytes: int | None = None,
-    ) -> RunResult:
-        """Run one program in the server's sandbox (`AsyncProctorClient.run`)."""
-        call = self._client.run(
-            language,
-            source,
-            stdin,
-            files,
-            cpu_s=cpu_s,
-            wall_s=wall_s,
-            memory_mb=memory_mb,
-            output_bytes=output_bytes,
-        )
-        return self._loop.run(call)
+    score = _blocking(AsyncProctorClient.score)
+    run = _blocking(AsyncProctorClient.run)
 
     @property
     def reached(self) -> bool:
         """Whether any request of this client has had an HTTP answer from the server."""
-        return self._client.reached
+        return self._inner.reached
 
     def close(self) -> None:
-        self._loop.run(self._client.aclose())
+        self._loop.run(self._inner.aclose())
         self._loop.stop()
 
     def __enter__(self) -> ProctorClient:
@@ -132,20 +135,9 @@ class ProctorClient:
         self.close()
 
 
-class Jobs:
+class Jobs(_Blocking[AsyncJobs]):
     """`AsyncJobs`, blocking."""
 
-    def __init__(self, loop: LoopThread, jobs: AsyncJobs) -> None:
-        self._loop = loop
-        self._jobs = jobs
-
-    def submit(self, items: Sequence[ItemLike], spec: str | None = None) -> str:
-        return self._loop.run(self._jobs.submit(items, spec=spec))
-
-    def get(self, job_id: str) -> JobStatus:
-        return self._loop.run(self._jobs.get(job_id))
-
-    def wait(
-        self, job_id: str, poll_s: float = 1.0, timeout_s: float | None = None
-    ) -> list[ScoreResult]:
-        return self._loop.run(self._jobs.wait(job_id, poll_s=poll_s, timeout_s=timeout_s))
+    submit = _blocking(AsyncJobs.submit)
+    get = _blocking(AsyncJobs.get)
+    wait = _blocking(AsyncJobs.wait)

@@ -46,7 +46,6 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from proctor_client import ProctorError, ScoreResult
-from proctor_client.trainer.checkpoint import latest_checkpoint, load_checkpoint
 from proctor_client.trainer.config import Args, load_args
 from proctor_client.trainer.data import Prompt, PromptSampler
 from proctor_client.trainer.distributed import World
@@ -372,10 +371,7 @@ def train(
     pools = load_pools(args.data, url, args.seed)
     run = RunState.create(args, policy, PromptSampler(pools, args.seed + _RANK_SEED * world.rank))
     held_out = validation_set(args, pools, url)[world.rank :: world.size]
-    checkpoint = latest_checkpoint(out)
-    if checkpoint is not None:
-        run.load_state_dict(load_checkpoint(checkpoint), world)
-        log.info("resuming from %s (%d steps done)", checkpoint, run.completed_steps)
+    checkpoint = run.resume(out, world)
     metrics_log = MetricsLog(out, run.completed_steps, args.tensorboard) if world.main else None
     scorer = run_scorer(args, url, api_key)
     pad = tokenizer.pad_token_id

@@ -9,6 +9,7 @@ uninterrupted one; `save()` gathers every rank's random generators and writes th
 from __future__ import annotations
 
 import copy
+import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,13 +18,20 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from proctor_client.trainer.checkpoint import checkpoint_path, save_checkpoint
+from proctor_client.trainer.checkpoint import (
+    checkpoint_path,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from proctor_client.trainer.config import Args
 from proctor_client.trainer.data import PromptSampler
 from proctor_client.trainer.distributed import World
 from proctor_client.trainer.resets import PlateauRule
 
 __all__ = ["RunState"]
+
+log = logging.getLogger("proctor_client.trainer")
 
 
 @dataclass
@@ -112,6 +120,14 @@ class RunState:
         if "cuda_rng" in mine:
             torch.cuda.set_rng_state(mine["cuda_rng"])
         self.tokens_generated_total = mine["tokens_generated_total"]
+
+    def resume(self, out: Path, world: World) -> Path | None:
+        """Load the latest checkpoint under `out` into this state, if there is one; its path."""
+        checkpoint = latest_checkpoint(out)
+        if checkpoint is not None:
+            self.load_state_dict(load_checkpoint(checkpoint), world)
+            log.info("resuming from %s (%d steps done)", checkpoint, self.completed_steps)
+        return checkpoint
 
     def save(self, out: Path, world: World) -> Path:
         """Write the checkpoint after `completed_steps` steps (rank 0 writes; every rank takes

@@ -46,7 +46,7 @@ from transformers import (
 )
 from trl.trainer.grpo_config import GRPOConfig
 
-from proctor_client.trainer.checkpoint import latest_checkpoint, load_checkpoint
+from proctor_client.trainer.checkpoint import checkpoint_path
 from proctor_client.trainer.config import Args
 from proctor_client.trainer.data import PromptSampler
 from proctor_client.trainer.distributed import World
@@ -263,7 +263,7 @@ def train(
         engine.scorer.close()
         if engine.metrics_log is not None:
             engine.metrics_log.close()
-    return out / "checkpoints" / f"step-{engine.run.completed_steps:06d}.pt"
+    return checkpoint_path(out, engine.run.completed_steps)
 
 
 def _start(
@@ -278,10 +278,7 @@ def _start(
         policy = AutoModelForCausalLM.from_pretrained(str(initial))
     pools = load_pools(args.data, url, args.seed)
     run = RunState.create(args, policy, PromptSampler(pools, args.seed))
-    checkpoint = latest_checkpoint(out)
-    if checkpoint is not None:
-        run.load_state_dict(load_checkpoint(checkpoint), world)
-        log.info("resuming from %s (%d steps done)", checkpoint, run.completed_steps)
+    run.resume(out, world)
     end = schedule.total_steps if stop_after is None else min(stop_after, schedule.total_steps)
     scorer = run_scorer(args, url, api_key)
     return _Run(

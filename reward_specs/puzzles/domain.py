@@ -310,6 +310,8 @@ puzzle hold only a few distinct answers. Scorers are deterministic in (entry, an
 def score_puzzle(
     response: str, reference: PuzzleReference, config: PuzzleConfig, ctx: ScoreContext
 ) -> Judgement:
+    """Every Reasoning Gym task by name, scored by the library's score_answer (our own validators
+    for boxnet and graph_color); continuous."""
     answer, source = find_answer(response, reference.task, config)
     memo_key = (ctx.reference_key, answer, config) if ctx.reference_key and answer else None
     if memo_key is not None:
@@ -394,18 +396,11 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER: Scorer[PuzzleReference, PuzzleConfig] = Scorer(
-    domain="puzzle",
-    config_type=PuzzleConfig,
-    reference_type=PuzzleReference,
-    score=score_puzzle,
-    examples=_examples,
-    executor="process",
+SCORER = Scorer.from_function(
+    "puzzle",
+    score_puzzle,
+    _examples,
     libraries=("reasoning-gym", "sympy", "numpy"),
-    description=(
-        "Every Reasoning Gym task by name, scored by the library's score_answer (our own "
-        "validators for boxnet and graph_color); continuous."
-    ),
     answer_key=puzzle_answer_key,
     workload=puzzle_workload,
 )

@@ -9,9 +9,10 @@ else that goes wrong is ours and propagates, and the engine turns it into `infra
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, cast, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
@@ -114,6 +115,8 @@ WorkloadFn = Callable[[Mapping[str, Any]], str | None]
 class Scorer(Generic[R, C]):
     """One domain's scorer, as registered.
 
+    A domain declares it with `Scorer.from_function`, which reads the reference and config types
+    and the description from the score function; the plain constructor takes them explicitly.
     `executor` tells the dispatcher where the work belongs: `process` for CPU-bound verification
     (math-verify's timeouts rely on `signal.alarm`, which only works on a process's main thread),
     `thread` for scorers that mostly wait on something else (a sandbox) and are safe to call from
@@ -129,6 +132,8 @@ class Scorer(Generic[R, C]):
     libraries: tuple[str, ...] = ()
     """Distributions whose versions can change a verdict; they enter the spec hash."""
     description: str = ""
+    """What the domain rewards, in a line: `from_function` takes the score function's first
+    docstring paragraph."""
     answer_key: AnswerKeyFn[C] | None = None
     """What of a (reasoning-stripped) response its judgement depends on, for scorers that can say
     so cheaply: the extracted answer and where it was found, say. Two responses with equal keys
@@ -142,3 +147,64 @@ class Scorer(Generic[R, C]):
     learns each label's typical time and hands the costliest items to its workers first, so that
     one slow item does not finish a batch alone on one core. It only orders work, never changes a
     verdict; it must be pure and cheap, and None (the default, or as a result) means "typical"."""
+
+    @classmethod
+    def from_function(
+        cls,
+        domain: str,
+        score: ScoreFn[R, C],
+        examples: Callable[[], list[Example]],
+        *,
+        executor: Literal["process", "thread"] = "process",
+        libraries: tuple[str, ...] = (),
+        answer_key: AnswerKeyFn[C] | None = None,
+        workload: WorkloadFn | None = None,
+    ) -> Scorer[R, C]:
+        """The scorer of `score(response, reference: R, config: C, ctx)`: its annotations give the
+        reference and config types, the first paragraph of its docstring the description, so
+        that neither is stated twice."""
+        reference_type, config_type = _annotated_types(domain, score)
+        return cls(
+            domain=domain,
+            config_type=config_type,
+            reference_type=reference_type,
+            score=score,
+            examples=examples,
+            executor=executor,
+            libraries=libraries,
+            description=_first_paragraph(domain, score),
+            answer_key=answer_key,
+            workload=workload,
+        )
+
+
+def _first_paragraph(domain: str, score: ScoreFn[R, C]) -> str:
+    doc = inspect.getdoc(score)
+    if not doc:
+        raise ValueError(f"{domain}: {_name(score)} needs a docstring, the domain's description")
+    return " ".join(doc.split("\n\n")[0].split())
+
+
+def _name(score: ScoreFn[R, C]) -> str:
+    return getattr(score, "__qualname__", repr(score))
+
+
+def _annotated_types(domain: str, score: ScoreFn[R, C]) -> tuple[type[R], type[C]]:
+    """The annotations of the reference and config parameters of `score(response, reference,
+    config, ctx)`; a TypeError naming the domain where one is missing or of the wrong base."""
+    name = _name(score)
+    try:
+        hints = get_type_hints(score)
+    except (NameError, TypeError) as exc:
+        raise TypeError(f"{domain}: the annotations of {name} do not resolve: {exc}") from exc
+    params = list(inspect.signature(score).parameters)
+    if len(params) != 4:
+        raise TypeError(f"{domain}: {name} must take (response, reference, config, ctx)")
+    found = (hints.get(params[1]), hints.get(params[2]))
+    for param, hint, base in zip(params[1:3], found, (ReferenceModel, DomainConfig), strict=True):
+        if not (isinstance(hint, type) and issubclass(hint, base)):
+            raise TypeError(
+                f"{domain}: parameter {param!r} of {name} must be annotated with a "
+                f"{base.__name__} subclass, not {hint!r}"
+            )
+    return cast("tuple[type[R], type[C]]", found)  # R and C are these annotations, checked above

@@ -139,3 +139,72 @@ def test_wrong_types_are_refused(bad: Any, error: type[Exception]) -> None:
     with pytest.raises(error):
         registry.register(bad)
     assert registry.domains() == []
+
+
+# ---------------------------------------------------------------- Scorer.from_function
+
+
+def _documented(
+    response: str, reference: _Reference, config: _Config, ctx: ScoreContext
+) -> Judgement:
+    """Always one, whatever
+    the response.
+
+    Later paragraphs are not part of the description."""
+    return Judgement(1.0, True, True)
+
+
+def _undocumented(
+    response: str, reference: _Reference, config: _Config, ctx: ScoreContext
+) -> Judgement:
+    return Judgement(1.0, True, True)
+
+
+def _unannotated(response, reference, config, ctx):
+    """Nothing says what the reference and config are."""
+    return Judgement(1.0, True, True)
+
+
+def _swapped(response: str, reference: _Config, config: _Reference, ctx: ScoreContext) -> Judgement:
+    """Config and reference in each other's place."""
+    return Judgement(1.0, True, True)
+
+
+def _plain_config(
+    response: str, reference: _Reference, config: dict[str, Any], ctx: ScoreContext
+) -> Judgement:
+    """A config that pydantic would not refuse unknown keys of."""
+    return Judgement(1.0, True, True)
+
+
+def _three(response: str, reference: _Reference, config: _Config) -> Judgement:
+    """No context parameter."""
+    return Judgement(1.0, True, True)
+
+
+def test_from_function_reads_the_types_and_description_of_the_score_function() -> None:
+    scorer = Scorer.from_function("toy", _documented, list, libraries=("sympy",))
+    assert scorer.reference_type is _Reference and scorer.config_type is _Config
+    assert scorer.description == "Always one, whatever the response."
+    assert (scorer.score, scorer.examples, scorer.libraries) == (_documented, list, ("sympy",))
+    assert scorer == replace(
+        TOY, score=_documented, libraries=("sympy",), description=scorer.description
+    )
+    Registry([scorer])
+
+
+@pytest.mark.parametrize(
+    ("score", "error", "message"),
+    [
+        (_unannotated, TypeError, "toy: parameter 'reference' of .*_unannotated .* ReferenceModel"),
+        (_swapped, TypeError, "toy: parameter 'reference' of .*_swapped .* ReferenceModel"),
+        (_plain_config, TypeError, "toy: parameter 'config' of .*_plain_config .* DomainConfig"),
+        (_three, TypeError, r"toy: .*_three must take \(response, reference, config, ctx\)"),
+        (_undocumented, ValueError, "toy: .*_undocumented needs a docstring"),
+    ],
+)
+def test_from_function_refuses_what_it_cannot_read(
+    score: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        Scorer.from_function("toy", score, list)

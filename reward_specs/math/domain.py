@@ -318,6 +318,7 @@ def _gold_is_a_list(gold: str, config: MathConfig) -> bool:
 def score_math(
     response: str, reference: MathReference, config: MathConfig, ctx: ScoreContext
 ) -> Judgement:
+    """Final answer (last `\\boxed{}`) checked for equivalence with math-verify; 0/1."""
     units = question_units(reference.question) if config.careful else None
     boxes = final_boxes(response) if config.careful else []
     if len(boxes) > 1 and _gold_is_a_list(reference.answer, config):
@@ -386,14 +387,10 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER: Scorer[MathReference, MathConfig] = Scorer(
-    domain="math",
-    config_type=MathConfig,
-    reference_type=MathReference,
-    score=score_math,
-    examples=_examples,
-    executor="process",
+SCORER = Scorer.from_function(
+    "math",
+    score_math,
+    _examples,
     libraries=("math-verify", "latex2sympy2_extended", "sympy", "antlr4-python3-runtime"),
-    description="Final answer (last \\boxed{}) checked for equivalence with math-verify; 0/1.",
     answer_key=math_answer_key,
 )

@@ -25,7 +25,8 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -194,72 +195,88 @@ def _json_answer(answer: str, accepts: Any, config: PuzzleConfig) -> tuple[Any, 
         return None
 
 
-def _graph_color(
-    answer: str, entry: dict[str, Any], config: PuzzleConfig, details: dict[str, Any]
-) -> Judgement:
-    try:
-        puzzle = graph_color.GraphPuzzle.model_validate(entry["metadata"].get("puzzle"))
-    except ValidationError as exc:
-        raise InvalidReference(f"graph_color entry: metadata.puzzle: {exc}"[:500]) from None
-    located = _json_answer(answer, graph_color.accepts, config)
-    if located is None:
-        return Judgement.unparsed("no_json", **details)
-    value, source = located
+def _violations(verdict: boxnet.Verdict | graph_color.Verdict) -> dict[str, Any]:
+    return {"violations": verdict.violations, "violation_count": verdict.violation_count}
+
+
+def _graph_color(puzzle: graph_color.GraphPuzzle, value: Any, config: PuzzleConfig) -> Judgement:
     verdict = graph_color.validate_colouring(puzzle, value)
-    success = verdict.strict_valid if config.strict else verdict.valid
     return Judgement(
         score=verdict.score if config.partial_credit or verdict.valid else 0.0,
-        success=success,
+        success=verdict.strict_valid if config.strict else verdict.valid,
         parsed=True,
         details={
-            **details,
-            "json_source": source,
             "valid": verdict.valid,
             "strict_valid": verdict.strict_valid,
-            "violations": verdict.violations,
-            "violation_count": verdict.violation_count,
+            **_violations(verdict),
         },
     )
 
 
-def _boxnet(
-    answer: str, entry: dict[str, Any], config: PuzzleConfig, details: dict[str, Any]
-) -> Judgement:
-    try:
-        state = boxnet.BoxnetState.model_validate(entry["metadata"]).initial_state
-    except ValidationError as exc:
-        raise InvalidReference(f"boxnet entry: metadata: {exc}"[:500]) from None
-    located = _json_answer(answer, boxnet.accepts, config)
-    if located is None:
-        return Judgement.unparsed("no_json", **details)
-    value, source = located
+def _boxnet(state: dict[str, list[str]], value: Any, config: PuzzleConfig) -> Judgement:
     verdict = boxnet.validate_plan(state, value)
     if not verdict.is_plan:
-        return Judgement.unparsed("not_a_plan", **details, violations=verdict.violations)
-    clean = verdict.violation_count == 0
+        return Judgement.unparsed("not_a_plan", violations=verdict.violations)
     score = verdict.score
     if not config.partial_credit:  # the share of boxes on target, without the floor
         score = (verdict.boxes - verdict.remaining) / verdict.boxes if verdict.boxes else 1.0
+    facts = {"boxes": verdict.boxes, "remaining": verdict.remaining, "steps": verdict.steps}
     return Judgement(
         score=score,
-        success=verdict.solved and (clean or not config.strict),
+        success=verdict.solved and (verdict.violation_count == 0 or not config.strict),
         parsed=True,
-        details={
-            **details,
-            "json_source": source,
-            "boxes": verdict.boxes,
-            "remaining": verdict.remaining,
-            "steps": verdict.steps,
-            "violations": verdict.violations,
-            "violation_count": verdict.violation_count,
-        },
+        details={**facts, **_violations(verdict)},
     )
 
 
-Validator = Callable[[str, dict[str, Any], PuzzleConfig, dict[str, Any]], Judgement]
-"""(answer, entry, config, details so far) -> the verdict of one of our own validators."""
+S = TypeVar("S")
 
-_VALIDATORS: dict[str, Validator] = {"boxnet": _boxnet, "graph_color": _graph_color}
+
+@dataclass(frozen=True, slots=True)
+class _Validator(Generic[S]):
+    """One of our own validators, in the frame they share: read the part of the entry it needs
+    (an invalid entry if that fails), find the answer's JSON (unparsed if none), check it."""
+
+    part: str
+    """The entry's part `read` takes, named in an invalid entry's message."""
+    read: Callable[[dict[str, Any]], S]
+    accepts: Callable[[Any], bool]
+    """Whether a JSON value found in the answer is one this validator takes."""
+    check: Callable[[S, Any, PuzzleConfig], Judgement]
+    """(what `read` gave, the answer's JSON value, config) -> the verdict, with the validator's own
+    facts in `details`."""
+
+    def __call__(
+        self, answer: str, entry: dict[str, Any], config: PuzzleConfig, details: dict[str, Any]
+    ) -> Judgement:
+        try:
+            state = self.read(entry)
+        except ValidationError as exc:
+            raise InvalidReference(f"{self.part}: {exc}"[:500]) from None
+        located = _json_answer(answer, self.accepts, config)
+        if located is None:
+            return Judgement.unparsed("no_json", **details)
+        value, source = located
+        checked = self.check(state, value, config)
+        if not checked.parsed:  # a JSON value that is no answer: its reason first, as in unparsed()
+            return replace(checked, details={"reason": None, **details, **checked.details})
+        return replace(checked, details={**details, "json_source": source, **checked.details})
+
+
+_VALIDATORS: dict[str, _Validator[Any]] = {
+    "boxnet": _Validator(
+        "boxnet entry: metadata",
+        lambda entry: boxnet.BoxnetState.model_validate(entry["metadata"]).initial_state,
+        boxnet.accepts,
+        _boxnet,
+    ),
+    "graph_color": _Validator(
+        "graph_color entry: metadata.puzzle",
+        lambda entry: graph_color.GraphPuzzle.model_validate(entry["metadata"].get("puzzle")),
+        graph_color.accepts,
+        _graph_color,
+    ),
+}
 
 VALIDATED_TASKS = frozenset(_VALIDATORS)
 """Tasks judged by our own validators rather than the task's `score_answer`."""
@@ -310,6 +327,8 @@ puzzle hold only a few distinct answers. Scorers are deterministic in (entry, an
 def score_puzzle(
     response: str, reference: PuzzleReference, config: PuzzleConfig, ctx: ScoreContext
 ) -> Judgement:
+    """Every Reasoning Gym task by name, scored by the library's score_answer (our own validators
+    for boxnet and graph_color); continuous."""
     answer, source = find_answer(response, reference.task, config)
     memo_key = (ctx.reference_key, answer, config) if ctx.reference_key and answer else None
     if memo_key is not None:
@@ -394,18 +413,11 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER: Scorer[PuzzleReference, PuzzleConfig] = Scorer(
-    domain="puzzle",
-    config_type=PuzzleConfig,
-    reference_type=PuzzleReference,
-    score=score_puzzle,
-    examples=_examples,
-    executor="process",
+SCORER = Scorer.from_function(
+    "puzzle",
+    score_puzzle,
+    _examples,
     libraries=("reasoning-gym", "sympy", "numpy"),
-    description=(
-        "Every Reasoning Gym task by name, scored by the library's score_answer (our own "
-        "validators for boxnet and graph_color); continuous."
-    ),
     answer_key=puzzle_answer_key,
     workload=puzzle_workload,
 )

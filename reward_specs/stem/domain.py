@@ -291,6 +291,8 @@ def _free_form_verdict(
 def score_stem(
     response: str, reference: StemReference, config: StemConfig, ctx: ScoreContext
 ) -> Judgement:
+    """Multiple choice by letter or choice text; free-form numbers within a relative tolerance,
+    else symbolic equivalence; 0/1."""
     if reference.choices is not None:
         return _score_choice(response, reference, config.careful)
     return _score_free_form(response, reference, config)
@@ -307,14 +309,6 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER: Scorer[StemReference, StemConfig] = Scorer(
-    domain="stem",
-    config_type=StemConfig,
-    reference_type=StemReference,
-    score=score_stem,
-    examples=_examples,
-    executor="process",
-    libraries=("math-verify", "latex2sympy2_extended", "sympy"),
-    description="Multiple choice by letter or choice text; free-form numbers within a relative "
-    "tolerance, else symbolic equivalence; 0/1.",
+SCORER = Scorer.from_function(
+    "stem", score_stem, _examples, libraries=("math-verify", "latex2sympy2_extended", "sympy")
 )

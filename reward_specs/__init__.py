@@ -5,6 +5,7 @@ Importable with no server running; the service and `proctor score` both call `sc
 
 from typing import TYPE_CHECKING, Any
 
+from reward_specs import scorer
 from reward_specs.canonical import canonical_json
 from reward_specs.engine import (
     Item,
@@ -18,35 +19,21 @@ from reward_specs.engine import (
     strip_reasoning,
 )
 from reward_specs.registry import Registry, UnknownDomain
-from reward_specs.scorer import (
-    DomainConfig,
-    Example,
-    InvalidReference,
-    Judgement,
-    ReferenceModel,
-    ScoreContext,
-    Scorer,
-)
+from reward_specs.scorer import *  # noqa: F403  (the domain-author API: scorer.__all__)
 from reward_specs.spec import BUILTIN_SPEC_DIR, Spec, SpecError, load_spec_file, load_specs
 
 if TYPE_CHECKING:
     from reward_specs.domains import SCORERS, default_registry
 
 __all__ = [
+    *scorer.__all__,
     "BUILTIN_SPEC_DIR",
     "SCORERS",
-    "DomainConfig",
-    "Example",
-    "InvalidReference",
     "Item",
     "ItemFields",
     "ItemKey",
-    "Judgement",
     "Outcome",
-    "ReferenceModel",
     "Registry",
-    "ScoreContext",
-    "Scorer",
     "Spec",
     "SpecError",
     "Status",

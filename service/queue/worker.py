@@ -35,6 +35,7 @@ from rq import Queue, SimpleWorker
 from rq.timeouts import TimerDeathPenalty
 
 from reward_specs import Item, Outcome, Registry, Spec, codes
+from service.dispatch.base import Work
 from service.dispatch.blocking import BlockingDispatcher
 from service.loading import load_all_specs, load_registry
 from service.queue import keys, leases, timings, transport
@@ -224,7 +225,7 @@ class WorkerHost:
             return [Outcome.failure("infra_error", codes.UNKNOWN_SPEC, message)] * len(items)
         deadline = time.monotonic() + remaining_s
         try:
-            return self.dispatcher.run(spec, items, deadline, tenant)
+            return self.dispatcher.run(Work(spec, items, deadline), tenant)
         except Exception as exc:  # a bug of ours: every item says so, none is lost
             log.exception("a chunk of batch %s failed in worker %s", batch_id, self.name)
             message = f"the worker failed on this chunk ({type(exc).__name__}: {exc})"

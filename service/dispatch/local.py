@@ -110,18 +110,18 @@ class LocalDispatcher:
         await asyncio.to_thread(self._checkers.close)
 
     def stats(self) -> DispatchStats:
-        counts = dataclasses.asdict(self.pool.stats())  # the pool's names, but for two
-        pending = counts.pop("pending_chunks")
-        extras: dict[str, float] = {"manager_restarts": counts.pop("manager_restarts")}
-        if self._sandbox is not None:
-            sandboxes = self._sandbox.stats()
-            extras.update(
-                sandbox_pool_size=sandboxes.size,
-                sandboxes=sandboxes.live,
-                idle_sandboxes=sandboxes.idle,
-                sandbox_replacements=sandboxes.retired,
-            )
-        return DispatchStats(backend="local", pending=pending, extras=extras, **counts)
+        stats = self.pool.stats()
+        if self._sandbox is None:
+            return stats
+        sandboxes = self._sandbox.stats()
+        extras = {
+            **stats.extras,
+            "sandbox_pool_size": sandboxes.size,
+            "sandboxes": sandboxes.live,
+            "idle_sandboxes": sandboxes.idle,
+            "sandbox_replacements": sandboxes.retired,
+        }
+        return dataclasses.replace(stats, extras=extras)
 
     def readiness(self) -> dict[str, bool]:
         ready = {"workers": self.pool.ready()}

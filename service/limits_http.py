@@ -23,6 +23,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.asgi import HttpMiddleware, send_error
 from service.errors import error_body
 from service.limits import RETRY_AFTER_S
 
@@ -75,7 +76,7 @@ async def serve_guarded(
     await app(scope, counting_receive, guarded_send)
 
 
-class BodyBudget:
+class BodyBudget(HttpMiddleware):
     """Hold each request's body bytes against one budget of the process (module docstring)."""
 
     def __init__(self, app: ASGIApp, budget: int) -> None:
@@ -90,10 +91,7 @@ class BodyBudget:
         self.held += n
         return True
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = dict(scope.get("headers") or []).get(b"content-length", b"")
         reserved = int(declared) if declared.isdigit() else 0
         if not self._reserve(reserved):
@@ -120,13 +118,7 @@ class BodyBudget:
             f"the service is reading {self.budget} bytes of requests already "
             f"(max_inflight_request_bytes); retry after {RETRY_AFTER_S} s",
         )
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(RETRY_AFTER_S).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 429, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, 429, body, [(b"retry-after", str(RETRY_AFTER_S).encode())])
 
 
 def header_limited_http(limit: int) -> type[asyncio.Protocol]:

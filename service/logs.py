@@ -22,6 +22,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.asgi import HttpMiddleware
+
 __all__ = [
     "RedactQuerySecrets",
     "RequestIdMiddleware",
@@ -45,16 +47,13 @@ def request_id() -> str | None:
     return _REQUEST_ID.get()
 
 
-class RequestIdMiddleware:
+class RequestIdMiddleware(HttpMiddleware):
     """Give each HTTP request an id (see the module docstring) for its lifetime."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
         rid = given if _TOKEN.fullmatch(given) else uuid.uuid4().hex[:16]
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +22,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import Registry, SpecError
+from service.asgi import HttpMiddleware, send_error
 from service.auth import ApiKeyAuth
 from service.dispatch import Dispatcher, DispatchRefused, local
 from service.errors import error_body
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
-class BodyLimit:
+class BodyLimit(HttpMiddleware):
     """Refuse request bodies over `limit` bytes with a 413, before they are parsed.
 
     A declared `content-length` is checked up front; a streamed body is counted as it arrives, and
@@ -58,10 +59,7 @@ class BodyLimit:
     app: ASGIApp
     limit: int
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
@@ -73,21 +71,11 @@ class BodyLimit:
 
         await serve_guarded(self.app, scope, receive, send, admit, self._refuse)
 
-    async def _refuse(self, send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
+    async def _refuse(self, send: Send) -> None:
         message = f"request body exceeds {self.limit} bytes"
         detail = [{"loc": ["body"], "msg": message, "type": "request_too_large"}]
         body = json.dumps(error_body(413, detail), separators=(",", ":")).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_error(send, 413, body)
 
 
 def _allowed_methods(request: Request) -> str:

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.asgi import HttpMiddleware
 from service.dispatch import DispatchStats
 from service.schemas import ScoreResult
 
@@ -257,7 +258,7 @@ class Metrics:
 
 
 @dataclass(eq=False)
-class StatusCounter:
+class StatusCounter(HttpMiddleware):
     """Counts every response in `Metrics.responses`, by the template of the route that answered
     (`/v1/jobs/{job_id}`, not the path) or `unmatched`, and by status class; an exception that
     escapes the app counts as a 5xx."""
@@ -265,10 +266,7 @@ class StatusCounter:
     app: ASGIApp
     metrics: Metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         status = 500
 
         async def send_status(message: MutableMapping[str, Any]) -> None:

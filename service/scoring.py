@@ -26,7 +26,7 @@ from reward_specs import (
     reference_key,
 )
 from reward_specs.json_bounds import json_problem
-from service.dispatch.base import Dispatcher, MappedOnDone
+from service.dispatch.base import Dispatcher, MappedOnDone, Work
 from service.ingest import RequestItem
 from service.schemas import ErrorInfo, ScoreResponse, ScoreResult, SpecSummary
 from service.settings import Settings
@@ -249,7 +249,7 @@ async def score_batch(
     if on_progress is not None:
         on_progress(len(items) - sum(len(p) for p in unique.values()))  # refused, or shared
         on_done = MappedOnDone(on_progress, [len(p) for p in unique.values()])
-    scored = await dispatcher.run(spec, unique_items, deadline, on_done)
+    scored = await dispatcher.run(Work(spec, unique_items, deadline, on_done))
     for positions, outcome in zip(unique.values(), scored, strict=True):
         for position in positions:
             outcomes[position] = outcome

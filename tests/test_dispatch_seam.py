@@ -4,13 +4,12 @@ the protocol, and the app's modules import nothing of a backend."""
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from reward_specs import Item, Outcome, ScoreContext, Spec, score_item
-from service.dispatch import DispatchStats
+from reward_specs import Outcome, ScoreContext, score_item
+from service.dispatch import DispatchStats, Work
 from service.loading import load_registry
 from service.main import create_app
 from service.settings import Settings
@@ -44,19 +43,12 @@ class InProcessDispatcher:
             backend="fake", workers=1, ready_workers=1, extras={"scored": self.scored}
         )
 
-    async def run(
-        self,
-        spec: Spec,
-        items: Sequence[Item],
-        deadline: float,
-        on_done: Callable[[int], None] | None = None,
-    ) -> list[Outcome]:
+    async def run(self, work: Work) -> list[Outcome]:
         outcomes = []
-        for position, item in enumerate(items):
-            outcomes.append(score_item(self.registry, spec, item, ScoreContext()))
+        for position, item in enumerate(work.items):
+            outcomes.append(score_item(self.registry, work.spec, item, ScoreContext()))
             self.scored += 1
-            if on_done is not None:
-                on_done(position)
+            work.done(position)
         return outcomes
 
 

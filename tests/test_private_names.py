@@ -2,21 +2,28 @@
 
 A private name of rq, redis or any other third-party library is not part of
 its contract and may change in any release, so the code must not rely on one.
-Two checks over the AST of every module in the scanned packages:
+Three checks over the AST of every module in the scanned packages:
 
 - an import whose path has a ``_name`` part (``import x._y``, ``from x import
   _y``, ``from x._y import z``) fails unless ``x`` is one of our packages or
   the standard library;
 - an attribute access ``expr._name`` fails unless ``_name`` is defined
   somewhere in our own code (a def, class, assignment, parameter, field, ...),
-  or is one of the few standard-library privates listed below.
+  or is one of the few standard-library privates listed below;
+- a class of ours whose base is a third-party class fails if it defines or
+  touches (``self._name``) a private name of that base: overriding RQ's
+  ``_install_signal_handlers`` is relying on a private as much as calling it.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import sys
+import textwrap
 from collections.abc import Iterable, Iterator
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +45,19 @@ STDLIB_PRIVATE = frozenset(
         "_name_",  # enum member's name as stored by enum itself
         "_value_",  # enum member's value as stored by enum itself
         "_missing_",  # enum's documented hook for unknown values
+    }
+)
+
+
+# Uses found by the check that another change of issue 26 removes, each as `offenders` words
+# it but for the line number. Each must still be found (the test below fails once it is gone,
+# so that its line here goes too).
+OWED = frozenset(
+    {
+        # TRL's GRPOTrainer has no public hook to mask completions out of the loss; the
+        # trainer's rework of the TRL engine (issue 26, clients/proctor_client/trainer/) owns it.
+        "clients/proctor_client/trainer/trl_parts.py: ProctorGRPOTrainer overrides "
+        "trl.trainer.grpo_trainer.GRPOTrainer._generate_and_score_completions",
     }
 )
 
@@ -150,6 +170,105 @@ def bad_attributes(tree: ast.AST, ours: set[str]) -> Iterator[tuple[int, str]]:
         yield node.lineno, f"._{node.attr[1:]}"
 
 
+def _third_party_imports(tree: ast.AST) -> dict[str, str]:
+    """Local name -> the dotted path it was imported as, for third-party imports."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".", 1)[0]
+                found[local] = alias.name if alias.asname else local
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return {name: path for name, path in found.items() if not _exempt_module(path)}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        owner = _dotted(node.value)
+        return None if owner is None else f"{owner}.{node.attr}"
+    return None
+
+
+def _resolve(path: str) -> object:
+    """The object at a dotted path: the longest importable module, then attributes."""
+    parts = path.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for attribute in parts[split:]:
+            found = getattr(found, attribute)
+        return found
+    raise ImportError(path)
+
+
+def _self_attribute(node: ast.AST) -> str | None:
+    """The name of ``self.<name>``, if that is what `node` is."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr if node.value.id == "self" else None
+    return None
+
+
+@cache
+def privates_of(base: type) -> frozenset[str]:
+    """The private names a third-party class and its third-party ancestors define: class
+    members, and the ``self._name`` attributes their methods use."""
+    names: set[str] = set()
+    for cls in base.__mro__:
+        if cls is object or _exempt_module(cls.__module__):
+            continue
+        names.update(name for name in vars(cls) if _private(name))
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        except (OSError, TypeError, SyntaxError):
+            continue  # no source (a compiled class): its members above are all we know
+        for node in ast.walk(tree):
+            if _self_attribute(node) is not None:
+                names.add(node.attr)
+    return frozenset(names)
+
+
+def _members(cls: ast.ClassDef) -> Iterator[tuple[int, str, str]]:
+    """(line, name, how) for the private names a class body defines or uses on `self`."""
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.lineno, node.name, "overrides"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for name in _names(targets):
+                yield node.lineno, name, "overrides"
+    for node in ast.walk(cls):
+        name = _self_attribute(node)
+        if name is not None:
+            yield node.lineno, name, "touches"
+
+
+def bad_overrides(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Private names of a third-party base class that a subclass of ours defines or uses."""
+    imported = _third_party_imports(tree)
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for base_node in cls.bases:
+            local = _dotted(base_node)
+            root = None if local is None else local.split(".", 1)[0]
+            if local is None or root not in imported:
+                continue
+            path = imported[root] + local[len(root) :]
+            base = _resolve(path)
+            if not isinstance(base, type):
+                continue
+            theirs = privates_of(base)
+            for line, name, how in _members(cls):
+                if _private(name) and name in theirs:
+                    yield line, f"{cls.name} {how} {path}.{name}"
+
+
 def _sources() -> Iterable[Path]:
     for package in SCANNED:
         yield from sorted((ROOT / package).rglob("*.py"))
@@ -163,14 +282,22 @@ def offenders(sources: dict[str, str]) -> list[str]:
         ours |= defined_names(tree)
     found = []
     for path, tree in trees.items():
-        for line, what in [*bad_imports(tree), *bad_attributes(tree, ours)]:
+        found_here = [*bad_imports(tree), *bad_attributes(tree, ours), *bad_overrides(tree)]
+        for line, what in sorted(set(found_here)):
             found.append(f"{path}:{line}: {what}")
     return found
 
 
 def test_no_private_names_of_dependencies() -> None:
     sources = {str(p.relative_to(ROOT)): p.read_text() for p in _sources()}
-    assert offenders(sources) == []
+    found = offenders(sources)
+    assert [entry for entry in found if _unlined(entry) not in OWED] == []
+    assert sorted(OWED - {_unlined(entry) for entry in found}) == [], "gone: remove from OWED"
+
+
+def _unlined(entry: str) -> str:
+    path, _, what = entry.split(":", 2)
+    return f"{path}:{what}"
 
 
 def test_check_catches_a_third_party_private() -> None:
@@ -207,3 +334,24 @@ def test_check_allows_our_own_privates() -> None:
 def test_check_catches_a_private_read_on_a_dependency_object() -> None:
     snippet = "def peek(job):\n    return job._status\n"
     assert offenders({"snippet.py": snippet}) == ["snippet.py:2: ._status"]
+
+
+def test_check_catches_an_override_of_a_dependency_private() -> None:
+    snippet = (
+        "from rq import SimpleWorker\n"
+        "import rq.worker\n"
+        "class Quiet(SimpleWorker):\n"
+        "    def _install_signal_handlers(self):\n"  # a private method of rq's worker
+        "        pass\n"
+        "    def stop(self):\n"
+        "        self._stop_requested = True\n"  # a private attribute its methods set
+        "    def _ours(self):\n"  # no name of rq's: ours to define
+        "        self._mine = 1\n"
+        "class Other(rq.worker.SimpleWorker):\n"
+        "    _dequeue_strategy = None\n"
+    )
+    assert offenders({"snippet.py": snippet}) == [
+        "snippet.py:4: Quiet overrides rq.SimpleWorker._install_signal_handlers",
+        "snippet.py:7: Quiet touches rq.SimpleWorker._stop_requested",
+        "snippet.py:11: Other overrides rq.worker.SimpleWorker._dequeue_strategy",
+    ]

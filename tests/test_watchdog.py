@@ -104,7 +104,7 @@ def test_a_crashing_manager_is_replaced_and_its_items_retried(
     response = _post(server, items, 120)
     assert hook.fired
     _scored_right(response, items)
-    assert pool.stats().manager_restarts == 1
+    assert pool.stats().extras["manager_restarts"] == 1
     _healed(server)
 
 
@@ -173,7 +173,7 @@ def test_a_wedged_manager_is_superseded_and_the_request_resolves(
         response = _post(server, items, 90)
         assert hook.fired
         _scored_right(response, items)
-        assert pool.stats().manager_restarts >= 1
+        assert pool.stats().extras["manager_restarts"] >= 1
         _healed(server)
     finally:
         release.set()

@@ -18,6 +18,7 @@ from service.dispatch.base import (
     DispatchStats,
     Overloaded,
     Unavailable,
+    Work,
 )
 from service.settings import Settings
 
@@ -34,6 +35,7 @@ __all__ = [
     "Dispatcher",
     "Overloaded",
     "Unavailable",
+    "Work",
     "local",
     "prepare",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "MappedOnDone",
     "Overloaded",
     "Unavailable",
+    "Work",
     "sandboxed_domains",
 ]
 
@@ -89,23 +90,42 @@ class Dispatcher(Protocol):
     def stats(self) -> DispatchStats:
         """The snapshot /metrics exports (any thread, cheap)."""
 
-    async def run(
-        self,
-        spec: Spec,
-        items: Sequence[Item],
-        deadline: float,
-        on_done: Callable[[int], None] | None = None,
-    ) -> list[Outcome]:
-        """Exactly one outcome per item, in order, by `deadline` (a `time.monotonic()` instant),
-        whatever part of the dispatcher has died. `on_done(position)` is called, from any
-        thread, as each item gets its outcome (a job's progress). Raises `DispatchRefused`
-        (only) when the batch cannot be taken or its results cannot be had at all."""
+    async def run(self, work: Work) -> list[Outcome]:
+        """Exactly one outcome per item of `work`, in order, by its deadline, whatever part of
+        the dispatcher has died, each reported to `work.done` as it is had. Raises
+        `DispatchRefused` (only) when the batch cannot be taken or its results cannot be had
+        at all."""
 
 
 def sandboxed_domains(registry: Registry) -> list[str]:
     """The domains whose items run in the sandbox (scorers with `executor="thread"`): their
     environment is the sandbox's, and its digest is part of their hash."""
     return [s.domain for s in registry if s.executor == "thread"]
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """A batch to score, as a caller hands it to `Dispatcher.run`: made once by the caller
+    (a request, a job, a queue worker's chunk, `proctor score`), split by the backends."""
+
+    spec: Spec
+    items: Sequence[Item]
+    deadline: float
+    """A `time.monotonic()` instant: every item has its outcome by then."""
+    on_done: Callable[[int], None] | None = None
+    """Called, from any thread, with each item's position as it gets its outcome (a job's
+    progress)."""
+
+    def done(self, position: int) -> None:
+        """Report that the item at `position` has its outcome."""
+        if self.on_done is not None:
+            self.on_done(position)
+
+    def part(self, positions: Sequence[int]) -> Work:
+        """The items at `positions`, as a batch of their own whose `on_done` reports each by
+        its position in this one."""
+        on_done = None if self.on_done is None else MappedOnDone(self.on_done, positions)
+        return Work(self.spec, [self.items[p] for p in positions], self.deadline, on_done)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from reward_specs import Item, Outcome, Registry, Spec
-from service.dispatch.base import DispatchStats
+from reward_specs import Outcome, Registry
+from service.dispatch.base import DispatchStats, Work
 from service.dispatch.local import LocalDispatcher
 from service.settings import Settings
 from service.tenancy import set_tenant
@@ -47,10 +47,10 @@ class BlockingDispatcher:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
 
-    def run(self, spec: Spec, items: Sequence[Item], deadline: float, tenant: str) -> list[Outcome]:
+    def run(self, work: Work, tenant: str) -> list[Outcome]:
         """`LocalDispatcher.run` for `tenant` (whose share of the processes the items take),
-        blocking until every item has its outcome (by `deadline`, a `time.monotonic()` instant)."""
-        return self._call(_as_tenant(tenant, self.dispatcher.run(spec, items, deadline)))
+        blocking until every item has its outcome (by `work.deadline`)."""
+        return self._call(_as_tenant(tenant, self.dispatcher.run(work)))
 
     def readiness(self) -> dict[str, bool]:
         return self.dispatcher.readiness()

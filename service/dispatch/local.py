@@ -15,14 +15,13 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
-from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, score_item
+from reward_specs import Item, Outcome, Registry, ScoreContext, codes, score_item
 from reward_specs.code.environment import environment_digest, probe_environment
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
-from service.dispatch.base import DispatchStats, MappedOnDone, sandboxed_domains
+from service.dispatch.base import DispatchStats, Work, sandboxed_domains
 from service.dispatch.costs import CostModel
 from service.dispatch.pool import WorkerPool
 from service.dispatch.threads import FairThreads
@@ -111,18 +110,18 @@ class LocalDispatcher:
         await asyncio.to_thread(self._checkers.close)
 
     def stats(self) -> DispatchStats:
-        counts = dataclasses.asdict(self.pool.stats())  # the pool's names, but for two
-        pending = counts.pop("pending_chunks")
-        extras: dict[str, float] = {"manager_restarts": counts.pop("manager_restarts")}
-        if self._sandbox is not None:
-            sandboxes = self._sandbox.stats()
-            extras.update(
-                sandbox_pool_size=sandboxes.size,
-                sandboxes=sandboxes.live,
-                idle_sandboxes=sandboxes.idle,
-                sandbox_replacements=sandboxes.retired,
-            )
-        return DispatchStats(backend="local", pending=pending, extras=extras, **counts)
+        stats = self.pool.stats()
+        if self._sandbox is None:
+            return stats
+        sandboxes = self._sandbox.stats()
+        extras = {
+            **stats.extras,
+            "sandbox_pool_size": sandboxes.size,
+            "sandboxes": sandboxes.live,
+            "idle_sandboxes": sandboxes.idle,
+            "sandbox_replacements": sandboxes.retired,
+        }
+        return dataclasses.replace(stats, extras=extras)
 
     def readiness(self) -> dict[str, bool]:
         ready = {"workers": self.pool.ready()}
@@ -130,17 +129,11 @@ class LocalDispatcher:
             ready["sandbox"] = self._sandbox is not None and self._sandbox.ready()
         return ready
 
-    async def run(
-        self,
-        spec: Spec,
-        items: Sequence[Item],
-        deadline: float,
-        on_done: Callable[[int], None] | None = None,
-    ) -> list[Outcome]:
+    async def run(self, work: Work) -> list[Outcome]:
         in_pool: list[int] = []
         in_threads: list[int] = []
         threaded: dict[str, bool] = {}
-        for position, item in enumerate(items):
+        for position, item in enumerate(work.items):
             in_thread = threaded.get(item.domain)
             if in_thread is None:
                 in_thread = threaded[item.domain] = (
@@ -150,28 +143,29 @@ class LocalDispatcher:
             # Unknown domains go to the pool too: the engine answers `invalid`.
             (in_threads if in_thread else in_pool).append(position)
 
-        pool_items = [items[p] for p in in_pool]
-        labels = [self.costs.label(item) for item in pool_items]
-        pool_done = None if on_done is None else MappedOnDone(on_done, in_pool)
+        pooled = work.part(in_pool)
+        labels = [self.costs.label(item) for item in pooled.items]
         whose = tenant()
         pool_future = self.pool.submit(
-            spec.name, pool_items, deadline, self.costs.estimates(labels), pool_done, whose
+            work.spec.name,
+            pooled.items,
+            work.deadline,
+            self.costs.estimates(labels),
+            pooled.on_done,
+            whose,
         )
         request = _Request(whose)
         try:
             thread_outcomes = await asyncio.gather(
-                *(
-                    self._run_in_thread(spec, items[p], deadline, p, on_done, request)
-                    for p in in_threads
-                )
+                *(self._run_in_thread(work, p, request) for p in in_threads)
             )
         finally:
             self._threads.forget(request)
-        pool_outcomes = await self._await_pool(pool_future, len(pool_items), deadline)
+        pool_outcomes = await self._await_pool(pool_future, len(in_pool), work.deadline)
         self.costs.observe(labels, pool_outcomes)
         outcomes = dict(zip(in_threads, thread_outcomes, strict=True))
         outcomes.update(zip(in_pool, pool_outcomes, strict=True))
-        return [outcomes[position] for position in range(len(items))]
+        return [outcomes[position] for position in range(len(work.items))]
 
     async def _await_pool(
         self, future: Future[list[Outcome]], n: int, deadline: float
@@ -189,23 +183,12 @@ class LocalDispatcher:
             message = "the worker pool did not answer by the request deadline"
             return [Outcome.failure("infra_error", codes.DEADLINE_EXCEEDED, message)] * n
 
-    async def _run_in_thread(
-        self,
-        spec: Spec,
-        item: Item,
-        deadline: float,
-        position: int,
-        on_done: Callable[[int], None] | None,
-        request: _Request,
-    ) -> Outcome:
-        outcome = await self._score_in_thread(spec, item, deadline, request)
-        if on_done is not None:
-            on_done(position)
+    async def _run_in_thread(self, work: Work, position: int, request: _Request) -> Outcome:
+        outcome = await self._score_in_thread(work, work.items[position], request)
+        work.done(position)
         return outcome
 
-    async def _score_in_thread(
-        self, spec: Spec, item: Item, deadline: float, request: _Request
-    ) -> Outcome:
+    async def _score_in_thread(self, work: Work, item: Item, request: _Request) -> Outcome:
         if self._sandbox is None:
             return Outcome.failure(
                 "infra_error",
@@ -213,10 +196,11 @@ class LocalDispatcher:
                 self._sandbox_error or "no sandbox backend is running",
             )
         ctx = ScoreContext(sandbox=self._sandbox, checker_sandbox=self._checkers)
-        call = functools.partial(score_item, self.registry, spec, item, ctx)
+        call = functools.partial(score_item, self.registry, work.spec, item, ctx)
         future = asyncio.wrap_future(self._threads.submit(request.tenant, request, call))
         try:
-            return await asyncio.wait_for(future, timeout=max(0.0, deadline - time.monotonic()))
+            remaining = max(0.0, work.deadline - time.monotonic())
+            return await asyncio.wait_for(future, timeout=remaining)
         except TimeoutError:
             return Outcome.failure(
                 "infra_error",

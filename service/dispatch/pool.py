@@ -39,11 +39,12 @@ from typing import Any
 
 from reward_specs import Item, Outcome, codes
 from service.dispatch import processes
+from service.dispatch.base import DispatchStats
 from service.dispatch.ledger import Ledger
 from service.dispatch.outcomes import OutcomeLedger
 from service.dispatch.pool_state import Batch, PoolStats, WorkerSlot
 
-__all__ = ["PoolStats", "WorkerPool"]
+__all__ = ["WorkerPool"]
 
 log = logging.getLogger(__name__)
 
@@ -157,12 +158,20 @@ class WorkerPool:
         self._wake()
         return future
 
-    def stats(self) -> PoolStats:
-        stats = PoolStats(**self._stats.__dict__)
-        stats.workers = len(self._workers)
-        stats.ready_workers = sum(w.ready for w in self._workers)
-        stats.pending_chunks = len(self._ledger.pending)
-        return stats
+    def stats(self) -> DispatchStats:
+        """The local backend's snapshot, as far as the pool knows it (any thread)."""
+        counts = self._stats
+        return DispatchStats(
+            backend="local",
+            workers=len(self._workers),
+            ready_workers=sum(w.ready for w in self._workers),
+            pending=len(self._ledger.pending),
+            restarts=counts.restarts,
+            timeouts=counts.timeouts,
+            poison_items=counts.poison_items,
+            broken=counts.broken,
+            extras={"manager_restarts": counts.manager_restarts},
+        )
 
     def ready(self) -> bool:
         self.heal()

@@ -76,11 +76,11 @@ class WorkerSlot:
 
 @dataclass
 class PoolStats:
-    workers: int = 0
-    ready_workers: int = 0
+    """What the manager counts (`DispatchStats` says what each is); `WorkerPool.stats` reports
+    them with the workers and the pending chunks as they are at the time."""
+
     restarts: int = 0
     timeouts: int = 0
     poison_items: int = 0
-    pending_chunks: int = 0
     manager_restarts: int = 0
     broken: str | None = None

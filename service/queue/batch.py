@@ -33,8 +33,8 @@ import redis
 from rq import Queue
 from rq.job import Job
 
-from reward_specs import Item, Outcome, codes
-from service.dispatch.base import Unavailable
+from reward_specs import Outcome, codes
+from service.dispatch.base import Unavailable, Work
 from service.dispatch.outcomes import POISON_MESSAGE, OutcomeLedger
 from service.logs import request_id
 from service.queue import keys, leases, timings, transport
@@ -102,31 +102,28 @@ class BatchRun:
         self,
         client: redis.Redis,
         batch_id: str,
-        spec_name: str,
-        items: Sequence[Item],
-        deadline: float,
+        work: Work,
         *,
         chunk_items: Callable[[str, int], int],
         alive: Callable[[str], int],
         queue_wait_s: float,
         counters: Counters,
         grants: Grants,
-        on_done: Callable[[int], None] | None = None,
         tenant: str = "",
         queue_of: Callable[[str], str] = keys.queue_name,
     ) -> None:
-        """`items` are the batch's items (all of domains that have a queue), `deadline` a
-        `time.monotonic()` instant; `chunk_items(domain, n)` is the job size for `n` items of a
-        domain, `alive(domain)` how many live workers serve it, `queue_of(domain)` the RQ
-        queue its chunks go on (a sandboxed domain's: its environment's)."""
+        """`work`'s items are all of domains that have a queue; `chunk_items(domain, n)` is
+        the job size for `n` items of a domain, `alive(domain)` how many live workers serve
+        it, `queue_of(domain)` the RQ queue its chunks go on (a sandboxed domain's: its
+        environment's)."""
         self.client = client
         self.queue_of = queue_of
         self.batch_id = batch_id
         self.log_extra = {"request_id": request_id()}
         """The request this batch serves, named on its log lines (they come from other threads)."""
-        self.spec_name = spec_name
-        self.items = items
-        self.deadline = deadline
+        self.spec_name = work.spec.name
+        self.items = work.items
+        self.deadline = work.deadline
         self.deadline_at = 0.0
         """The deadline on Redis's clock (`transport.server_time`), set by `clock` before `run`."""
         self.alive = alive
@@ -134,14 +131,14 @@ class BatchRun:
         self.counters = counters
         self.grants = grants
         self.tenant = tenant
-        self.outcomes = OutcomeLedger(len(items), on_done, self.log_extra)
+        self.outcomes = OutcomeLedger(len(work.items), work.on_done, self.log_extra)
         self.granted: deque[_ChunkJob] = deque()
         self.cancelled = threading.Event()
         self._stopped_by = (codes.DEADLINE_EXCEEDED, "the request deadline passed")
         self._jobs = 0
         self._chunks: list[_ChunkJob] = []
         by_domain: dict[str, list[int]] = {}
-        for position, item in enumerate(items):
+        for position, item in enumerate(work.items):
             by_domain.setdefault(item.domain, []).append(position)
         for domain, positions in by_domain.items():
             size = chunk_items(domain, len(positions))

@@ -28,18 +28,17 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from rq import Queue
 
-from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, score_item
+from reward_specs import Outcome, Registry, ScoreContext, codes, score_item
 from service.dispatch.base import (
     DispatchStats,
-    MappedOnDone,
     Overloaded,
     Unavailable,
+    Work,
     sandboxed_domains,
 )
 from service.logs import request_id
@@ -271,35 +270,25 @@ class QueueDispatcher:
             extras=extras,
         )
 
-    async def run(
-        self,
-        spec: Spec,
-        items: Sequence[Item],
-        deadline: float,
-        on_done: Callable[[int], None] | None = None,
-    ) -> list[Outcome]:
+    async def run(self, work: Work) -> list[Outcome]:
         outcomes: dict[int, Outcome] = {}
         queued: list[int] = []
-        for position, item in enumerate(items):
+        for position, item in enumerate(work.items):
             if item.domain in self._queues:
                 queued.append(position)
                 continue
-            outcomes[position] = score_item(self.registry, spec, item, ScoreContext())
-            if on_done is not None:
-                on_done(position)
+            outcomes[position] = score_item(self.registry, work.spec, item, ScoreContext())
+            work.done(position)
         if queued:
             batch = BatchRun(
                 self.client,
                 _batch_id(),
-                spec.name,
-                [items[p] for p in queued],
-                deadline,
+                work.part(queued),
                 chunk_items=self._chunk_items,
                 alive=self._view_alive,
                 queue_wait_s=self.settings.queue_wait_s,
                 counters=self.counters,
                 grants=self.grants,
-                on_done=None if on_done is None else MappedOnDone(on_done, queued),
                 tenant=tenant(),
                 queue_of=self._queue_of,
             )
@@ -316,7 +305,7 @@ class QueueDispatcher:
             finally:
                 self._batches.discard(batch)
             outcomes.update(zip(queued, scored, strict=True))
-        return [outcomes[position] for position in range(len(items))]
+        return [outcomes[position] for position in range(len(work.items))]
 
     def _view_alive(self, domain: str) -> int:
         return self._view.alive(domain)

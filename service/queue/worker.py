@@ -20,6 +20,7 @@ reconnect (one that gives up is started again), and so do the lease and liveness
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -27,7 +28,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import FrameType
 from typing import Any
 
@@ -35,6 +36,7 @@ from rq import Queue, SimpleWorker
 from rq.timeouts import TimerDeathPenalty
 
 from reward_specs import Item, Outcome, Registry, Spec, codes
+from service.dispatch.base import Work
 from service.dispatch.blocking import BlockingDispatcher
 from service.loading import load_all_specs, load_registry
 from service.queue import keys, leases, timings, transport
@@ -56,22 +58,39 @@ def score_chunk(
     deadline: float,
     tenant: str = "",
 ) -> int:
-    """RQ's job function (`keys.JOB_FUNCTION`): score `tasks` ((position, item) pairs) and push
-    their outcomes on the batch's result list. `deadline` is an instant on Redis's clock;
-    `tenant` whose the batch is (the host's dispatcher shares its processes among tenants)."""
-    if _host is None:
+    """RQ's job function (`keys.JOB_FUNCTION`): score `tasks` ((position, item) pairs) on the
+    process's warm host and push their outcomes on the batch's result list. `deadline` is an
+    instant on Redis's clock; `tenant` whose the batch is (the host's dispatcher shares its
+    processes among tenants). The chunk is claimed, and leased while it is scored."""
+    host = _host
+    if host is None:
         raise RuntimeError("score_chunk runs inside `proctor worker` only")
-    return _host.score_chunk(batch_id, job_id, spec_name, tasks, deadline, tenant)
+    client = host.client
+    remaining = deadline - transport.server_time(client)
+    if remaining <= 0:
+        return 0  # the API side has answered these items already
+    keep = _ms(remaining + timings.KEEP_S)
+    with host.leasing(job_id, keep):
+        items = [item for _, item in tasks]
+        outcomes = host.score(batch_id, spec_name, items, remaining, tenant)
+    payload = pickle.dumps([(p, o) for (p, _), o in zip(tasks, outcomes, strict=True)])
+    key = keys.results_key(batch_id)
+    with client.pipeline() as pipe:  # one transaction: results first, then the lease
+        pipe.rpush(key, payload)
+        pipe.pexpire(key, keep)
+        leases.CHUNK.release(pipe, job_id)
+        pipe.execute()
+    return len(tasks)
 
 
 class ChunkWorker(SimpleWorker):
     """RQ's non-forking worker, run on a thread of the host.
 
-    RQ's own stop request (`request_stop`) is a signal handler: it installs handlers, which
-    only the main thread may do, and it raises out of the thread it runs on. A loop on another
-    thread is stopped with `stop_after_job` instead: its wait for a job (RQ's public
-    `dequeue_job_and_maintain_ttl`, `dequeue_timeout` at a time) then finds no job, and RQ's
-    `work` loop ends as on any dequeue that finds none, after the job it is running."""
+    RQ's `work` loop starts by installing its signal handlers, which only the main thread may
+    do, so a loop on another thread cannot call it. `serve` is that loop made of RQ's public
+    steps instead (`bootstrap`, which RQ provides for workers with a loop of their own,
+    `check_for_suspension`, `dequeue_job_and_maintain_ttl`, `execute_job`, `teardown`); the
+    host's main thread owns the signals, and stops a loop with `stop_after_job`."""
 
     death_penalty_class = TimerDeathPenalty
     """RQ's job timeout for threads (its default, `signal.alarm`, is the main thread's only): a
@@ -82,21 +101,24 @@ class ChunkWorker(SimpleWorker):
         super().__init__(*args, **kwargs)
         self.stopping = threading.Event()
 
-    def _install_signal_handlers(self) -> None:
-        pass  # RQ's hook to install them: the host's main thread owns the signals
-
     def stop_after_job(self) -> None:
-        """End the loop once its current job (if any) is done; any thread may call it."""
+        """End `serve` once its current job (if any) is done; any thread may call it."""
         self.stopping.set()
 
-    def dequeue_job_and_maintain_ttl(
-        self, timeout: int | None, max_idle_time: int | None = None
-    ) -> Any:
-        while not self.stopping.is_set():
-            found = super().dequeue_job_and_maintain_ttl(timeout, self.dequeue_timeout)
-            if found is not None:
-                return found
-        return None
+    def serve(self) -> None:
+        """Take and run jobs until `stop_after_job`: a wait for a job lasts `dequeue_timeout`
+        at most (its idle limit), so a stop is seen within that."""
+        self.bootstrap(logging_level="WARNING")
+        try:
+            while not self.stopping.is_set():
+                self.check_for_suspension(burst=False)
+                found = self.dequeue_job_and_maintain_ttl(
+                    self.dequeue_timeout, max_idle_time=self.dequeue_timeout
+                )
+                if found is not None:
+                    self.execute_job(*found)
+        finally:
+            self.teardown()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
 
 
 class WorkerHost:
@@ -181,50 +203,33 @@ class WorkerHost:
             except Exception:  # a bug of ours: were this thread gone, every lease would lapse
                 log.exception("the worker's beat failed; it goes on")
 
-    def score_chunk(
-        self,
-        batch_id: str,
-        job_id: str,
-        spec_name: str,
-        tasks: Sequence[tuple[int, Item]],
-        deadline: float,
-        tenant: str = "",
-    ) -> int:
-        remaining = deadline - transport.server_time(self.client)
-        if remaining <= 0:
-            return 0  # the API side has answered these items already
-        keep = _ms(remaining + timings.KEEP_S)
+    @contextlib.contextmanager
+    def leasing(self, job_id: str, keep_ms: int) -> Iterator[None]:
+        """Claim chunk `job_id` (for `keep_ms`) and hold its lease, refreshed by the beat while
+        the body runs; releasing it is the caller's, with the chunk's results."""
         with self.client.pipeline() as pipe:
-            pipe.set(keys.claim_key(job_id), self.name, px=keep)
+            pipe.set(keys.claim_key(job_id), self.name, px=keep_ms)
             leases.CHUNK.acquire(pipe, job_id)
             pipe.execute()
         with self._lock:
             self._leases.add(job_id)
         try:
-            items = [item for _, item in tasks]
-            outcomes = self._score(batch_id, spec_name, items, remaining, tenant)
+            yield
         finally:
             with self._lock:
                 self._leases.discard(job_id)
-        payload = pickle.dumps([(p, o) for (p, _), o in zip(tasks, outcomes, strict=True)])
-        key = keys.results_key(batch_id)
-        with self.client.pipeline() as pipe:  # one transaction: results first, then the lease
-            pipe.rpush(key, payload)
-            pipe.pexpire(key, keep)
-            leases.CHUNK.release(pipe, job_id)
-            pipe.execute()
-        return len(tasks)
 
-    def _score(
+    def score(
         self, batch_id: str, spec_name: str, items: list[Item], remaining_s: float, tenant: str
     ) -> list[Outcome]:
+        """One outcome per item within `remaining_s`; a bug of ours fails every item, loudly."""
         spec = self.specs.get(spec_name)
         if spec is None:
             message = f"worker {self.name} has no spec {spec_name!r}"
             return [Outcome.failure("infra_error", codes.UNKNOWN_SPEC, message)] * len(items)
         deadline = time.monotonic() + remaining_s
         try:
-            return self.dispatcher.run(spec, items, deadline, tenant)
+            return self.dispatcher.run(Work(spec, items, deadline), tenant)
         except Exception as exc:  # a bug of ours: every item says so, none is lost
             log.exception("a chunk of batch %s failed in worker %s", batch_id, self.name)
             message = f"the worker failed on this chunk ({type(exc).__name__}: {exc})"
@@ -313,7 +318,7 @@ class _Loops:
             )
             self.workers[slot] = worker
             if not self.stop.is_set():
-                worker.work(logging_level="WARNING")
+                worker.serve()
         except Exception:  # the main thread starts another loop a second later
             log.exception("RQ loop %s ended", name)
 

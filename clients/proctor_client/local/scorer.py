@@ -26,6 +26,7 @@ from reward_specs import (
     reference_key,
 )
 from sandboxes import SandboxSettings
+from service.dispatch.base import Work
 from service.dispatch.local import LocalDispatcher
 from service.loading import LoadedSpecs, load_registry
 from service.settings import Settings
@@ -163,7 +164,8 @@ class LocalScorer:
         spec = self._current_spec()
         dispatcher = self._started()
         deadline = time.monotonic() + DEADLINE_S
-        return self._loop.run_until_complete(dispatcher.run(spec, items, deadline, done))
+        work = Work(spec, items, deadline, done)
+        return self._loop.run_until_complete(dispatcher.run(work))
 
     def close(self) -> None:
         if self._dispatcher is not None:

@@ -47,6 +47,9 @@ from _served import proctor_server
 
 IMAGE = os.environ.get("PROCTOR_SANDBOX_IMAGE", "proctor-sandbox:2")
 CORES = max(1, len(os.sched_getaffinity(0)))
+LABEL = "proctor-bench"
+"""The docker label of this benchmark's sandboxes (others' containers, such as test suites
+running beside it, are not counted in its CPU)."""
 
 
 @dataclass(frozen=True)
@@ -315,7 +318,7 @@ class Server:
         env = {
             "PROCTOR_SANDBOX__BACKEND": backend,
             "PROCTOR_SANDBOX__IMAGE": IMAGE,
-            "PROCTOR_SANDBOX__DOCKER_LABEL": "proctor-bench",
+            "PROCTOR_SANDBOX__DOCKER_LABEL": LABEL,
         }
         self._served = proctor_server(env)
         self.url = self._served.__enter__()
@@ -358,12 +361,12 @@ def _tree_cpu(pid: int) -> float:
 
 
 def _containers_cpu() -> float:
-    """CPU seconds of the running sandbox containers (cgroup v1 cpuacct), which are not our
-    descendants; 0 without docker."""
+    """CPU seconds of this benchmark's running sandbox containers (cgroup v1 cpuacct), which are
+    not our descendants; 0 without docker."""
     root = "/sys/fs/cgroup/cpuacct/docker"
     try:
         ids = subprocess.run(
-            ["docker", "ps", "-q", "--no-trunc", "--filter", "label=io.proctor.sandbox"],
+            ["docker", "ps", "-q", "--no-trunc", "--filter", f"label=io.proctor.sandbox={LABEL}"],
             capture_output=True,
             text=True,
             timeout=30,

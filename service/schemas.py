@@ -169,6 +169,8 @@ class LimitsInfo(BaseModel):
     request_deadline_s: float
     item_timeout_s: float
     max_jobs: int
+    max_running_job_bytes: int
+    max_finished_job_bytes: int
     max_inflight_requests_per_key: int
     max_inflight_items_per_key: int
     max_inflight_request_bytes: int

@@ -151,13 +151,19 @@ def test_invalid_json_is_422(client: httpx.Client) -> None:
 
 def test_limits_are_reported_and_enforced(make_server: Callable[..., Server]) -> None:
     server = make_server(
-        workers=1, max_items_per_request=3, max_response_bytes=100, max_request_bytes=4096
+        workers=1,
+        max_items_per_request=3,
+        max_response_bytes=100,
+        max_request_bytes=4096,
+        max_running_job_bytes=2048,
+        max_finished_job_bytes=8192,
     )
     with httpx.Client(base_url=server.url, timeout=60) as client:
         limits = client.get("/v1/limits").json()
         assert limits["max_items_per_request"] == 3
         assert limits["max_response_bytes"] == 100
         assert limits["max_request_bytes"] == 4096
+        assert (limits["max_running_job_bytes"], limits["max_finished_job_bytes"]) == (2048, 8192)
 
         too_many = client.post("/v1/score", json={"items": [MATH_OK] * 4})
         assert too_many.status_code == 422

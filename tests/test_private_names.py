@@ -49,19 +49,6 @@ STDLIB_PRIVATE = frozenset(
 )
 
 
-# Uses found by the check that another change of issue 26 removes, each as `offenders` words
-# it but for the line number. Each must still be found (the test below fails once it is gone,
-# so that its line here goes too).
-OWED = frozenset(
-    {
-        # TRL's GRPOTrainer has no public hook to mask completions out of the loss; the
-        # trainer's rework of the TRL engine (issue 26, clients/proctor_client/trainer/) owns it.
-        "clients/proctor_client/trainer/trl_parts.py: ProctorGRPOTrainer overrides "
-        "trl.trainer.grpo_trainer.GRPOTrainer._generate_and_score_completions",
-    }
-)
-
-
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -290,14 +277,7 @@ def offenders(sources: dict[str, str]) -> list[str]:
 
 def test_no_private_names_of_dependencies() -> None:
     sources = {str(p.relative_to(ROOT)): p.read_text() for p in _sources()}
-    found = offenders(sources)
-    assert [entry for entry in found if _unlined(entry) not in OWED] == []
-    assert sorted(OWED - {_unlined(entry) for entry in found}) == [], "gone: remove from OWED"
-
-
-def _unlined(entry: str) -> str:
-    path, _, what = entry.split(":", 2)
-    return f"{path}:{what}"
+    assert offenders(sources) == []
 
 
 def test_check_catches_a_third_party_private() -> None:

@@ -2,11 +2,13 @@
 learns the tiny task from tiny-cpu.yaml as shipped; a reference reset makes the KL 0 and an
 optimizer reset empties AdamW's state, each by its own switch; a stage switch changes G,
 temperature and spec from the next step; one fixed batch gives the reference engine's loss;
-settings TRL cannot honour are refused naming them."""
+completions the judge left out weigh in the loss and its gradient exactly as if deleted, found
+again after TRL's shuffle; settings TRL cannot honour are refused naming them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,11 @@ from proctor_client.trainer import cli
 from proctor_client.trainer.config import Args, load_args
 from proctor_client.trainer.metrics import read_metrics
 from proctor_client.trainer.objective import policy_loss, token_logprobs
+from proctor_client.trainer.proctor import BackgroundScorer
 from proctor_client.trainer.rollout import collate, forward_logits, generate_groups
 from proctor_client.trainer.tiny import digit_prompts, tiny_model, tiny_tokenizer
 from proctor_client.trainer.trl_engine import grpo_config, train
+from proctor_client.trainer.trl_parts import JudgedReward, LeftOut, ProctorGRPOTrainer
 from tests.helpers import Server, running_server
 
 trl = pytest.importorskip("trl")
@@ -136,9 +140,8 @@ def test_a_stage_switch_changes_g_temperature_and_spec_from_the_next_step(
     assert configured == [(4, 1.0, 4)] * 4 + [(8, 0.7, 3)] * 2  # two updates a step
 
 
-def test_one_fixed_batch_gives_the_reference_engines_loss(tmp_path: Path) -> None:
-    args = _tiny(prompts_per_minibatch=16)
-    stage = args.stages[0]
+def _policy_and_groups(tmp_path: Path) -> tuple[Any, Any, list[Any]]:
+    """The tiny tokenizer and policy, and four groups of four responses sampled from it."""
     tokenizer = tiny_tokenizer()
     model = tiny_model(tokenizer, seed=0)
     model.save_pretrained(str(tmp_path / "model"))  # TRL builds its reference from a path
@@ -148,6 +151,13 @@ def test_one_fixed_batch_gives_the_reference_engines_loss(tmp_path: Path) -> Non
         policy, tokenizer, digit_prompts(4), group_size=4, temperature=1.0,
         max_response_tokens=4, batch_size=16,
     )  # fmt: skip
+    return tokenizer, policy, samples
+
+
+def test_one_fixed_batch_gives_the_reference_engines_loss(tmp_path: Path) -> None:
+    args = _tiny(prompts_per_minibatch=16)
+    stage = args.stages[0]
+    tokenizer, policy, samples = _policy_and_groups(tmp_path)
     batch = collate(samples, tokenizer.pad_token_id, torch.device("cpu"))
     with torch.no_grad():
         logp = token_logprobs(forward_logits(policy, batch), batch.response_ids, 1.0)
@@ -196,6 +206,83 @@ def test_one_fixed_batch_gives_the_reference_engines_loss(tmp_path: Path) -> Non
     for case, (theirs_loss, mine_loss) in losses.items():
         tolerance = 1e-5 * abs(mine_loss) + tolerances[case] + 1e-8
         assert abs(theirs_loss - mine_loss) <= tolerance, (case, theirs_loss, mine_loss)
+
+
+def _loss_and_gradient(loss: Any, model: Any) -> tuple[float, list[Any]]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return float(loss.detach()), [
+        torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)
+    ]
+
+
+def test_left_out_completions_weigh_as_if_deleted(tmp_path: Path) -> None:
+    """ProctorGRPOTrainer's loss on a shuffled batch with rows the judge left out equals TRL's
+    loss on the batch without them, and so does the gradient; among twins (equal prompt and
+    completion, both of advantage 0) exactly as many are left out as the judge named."""
+    args = _tiny(prompts_per_minibatch=16, kl_coef=0.5)  # a large KL: a left-out row's shows
+    tokenizer, policy, samples = _policy_and_groups(tmp_path)
+    samples[5] = samples[4]  # twins in one group: row 5 left out, row 4 kept
+    out = [1, 5, 12, 13, 14, 15]  # an unjudged row, a twin, a dropped group
+    batch = collate(samples, tokenizer.pad_token_id, torch.device("cpu"))
+    with torch.no_grad():
+        logp = token_logprobs(forward_logits(policy, batch), batch.response_ids, 1.0)
+    old, ref = logp + 0.3 * torch.randn_like(logp), logp + 0.5 * torch.randn_like(logp)
+    old[5], ref[5] = old[4], ref[4]  # TRL computes twins' log-probabilities alike
+    advantages = torch.randn(len(samples))
+    advantages[[4, *out]] = 0.0  # as TRL gives them: a left-out row's advantage is 0
+    mask, width = batch.response_mask.long(), batch.prompt_width
+    inputs = {
+        "prompt_ids": batch.input_ids[:, :width],
+        "prompt_mask": batch.attention_mask[:, :width],
+        "completion_ids": batch.response_ids,
+        "completion_mask": mask,
+        "advantages": advantages,
+        "old_per_token_logps": old,
+        "ref_per_token_logps": ref,
+    }
+    order = torch.randperm(len(samples))  # TRL shuffles the batch before splitting it
+    shuffled = {key: value[order] for key, value in inputs.items()}
+    kept = [i for i in range(len(samples)) if i not in out]
+    deleted = {key: value[kept] for key, value in inputs.items()}
+    record = LeftOut(
+        prompts=[s.prompt.text for s in samples],
+        completions=[tuple(s.response_ids) for s in samples],
+        masked=[i in out for i in range(len(samples))],
+        tokens=sum(len(samples[i].response_ids) for i in out),
+    )
+    scorer = BackgroundScorer("http://127.0.0.1:9")  # never called: the record is set below
+    try:
+        judge = JudgedReward(
+            scorer, args.stages[0], eos_token_ids=frozenset([tokenizer.eos_token_id]),
+            advantage_std=args.advantage_std, dynamic_sampling_on=args.dynamic_sampling_on,
+        )  # fmt: skip
+        trainer = ProctorGRPOTrainer(
+            model=policy, judge=judge, args=grpo_config(args, args.stages[0], 1, tmp_path, 1),
+            processing_class=tokenizer,
+            train_dataset=__import__("datasets").Dataset.from_list([{"prompt": "box one"}]),
+        )  # fmt: skip
+        policy.eval()  # TRL's eval mode: the normalizer is the batch's tokens
+        judge.left_out = record
+        ours = trainer.compute_loss(policy, {**shuffled, "num_items_in_batch": mask.sum()})
+        theirs = trl.GRPOTrainer.compute_loss(
+            trainer, policy, {**deleted, "num_items_in_batch": mask[kept].sum()}
+        )
+        whole = trl.GRPOTrainer.compute_loss(
+            trainer, policy, {**inputs, "num_items_in_batch": mask.sum()}
+        )
+        (loss, grads), (expected, expected_grads) = (
+            _loss_and_gradient(ours, policy), _loss_and_gradient(theirs, policy),
+        )  # fmt: skip
+        assert abs(float(whole.detach()) - expected) > 0.05 * abs(expected)  # the rows weigh
+        assert loss == pytest.approx(expected, rel=1e-6, abs=1e-9)
+        for grad, expected_grad in zip(grads, expected_grads, strict=True):
+            assert (grad - expected_grad).norm() <= 1e-5 * expected_grad.norm() + 1e-12
+        judge.left_out = replace(record, completions=[(0,), *record.completions[1:]])
+        with pytest.raises(RuntimeError, match="matches none the judge scored"):
+            trainer.compute_loss(policy, {**shuffled, "num_items_in_batch": mask.sum()})
+    finally:
+        scorer.close()
 
 
 def test_settings_trl_cannot_honour_are_refused_naming_them(

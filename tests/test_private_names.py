@@ -256,9 +256,15 @@ def bad_overrides(tree: ast.AST) -> Iterator[tuple[int, str]]:
                     yield line, f"{cls.name} {how} {path}.{name}"
 
 
+BUILT = {"build", "dist", ".venv"}
+"""Folders an install or a build leaves in the tree (git ignores them): copies, not sources."""
+
+
 def _sources() -> Iterable[Path]:
     for package in SCANNED:
-        yield from sorted((ROOT / package).rglob("*.py"))
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if not BUILT & set(path.relative_to(ROOT).parts):
+                yield path
 
 
 def offenders(sources: dict[str, str]) -> list[str]:

@@ -12,6 +12,7 @@ from dataclasses import fields
 from importlib import resources
 from typing import Any, get_args
 
+from sandboxes import jsonread
 from sandboxes.api import (
     Execution,
     ExecutionResult,
@@ -74,7 +75,7 @@ class FrameBuffer:
             return None
         body = bytes(self._buf[4 : 4 + n])
         del self._buf[: 4 + n]
-        frame = json.loads(body)
+        frame = jsonread.loads(body)
         if not isinstance(frame, dict):
             raise SandboxError("supervisor sent a malformed frame")
         return frame

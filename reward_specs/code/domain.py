@@ -44,6 +44,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from reward_specs.caches import Cache
 from reward_specs.canonical import canonical_text
 from reward_specs.code.cache import SingleFlightCache
 from reward_specs.code.checker import check_outputs
@@ -198,16 +199,27 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
+_KEY_PARTS: Cache[tuple[int, int], tuple[CodeReference, CodeConfig, str]] = Cache(
+    "code.key_parts", 256
+)
+"""The canonical text of a (reference, config) pair, by the two objects' identities (an entry
+holds both, so neither id can be reused while it is kept): the engine hands every item of a
+reference the same validated object, so a batch dumps each reference once, not per item."""
+
+
+def _key_part(reference: CodeReference, config: CodeConfig) -> str:
+    ids = (id(reference), id(config))
+    held = _KEY_PARTS.get(ids)
+    if held is not None and held[0] is reference and held[1] is config:
+        return held[2]
+    tests, settings = reference.tests.model_dump(mode="json"), config.model_dump(mode="json")
+    text = canonical_text([reference.language, tests, settings])
+    _KEY_PARTS.put(ids, (reference, config, text))
+    return text
+
+
 def _cache_key(code: str, reference: CodeReference, config: CodeConfig, backend: str) -> str:
-    payload = canonical_text(
-        [
-            backend,
-            reference.language,
-            code,
-            reference.tests.model_dump(mode="json"),
-            config.model_dump(mode="json"),
-        ]
-    )
+    payload = canonical_text([backend, code, _key_part(reference, config)])
     return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
 
 

@@ -4,7 +4,6 @@ sandbox, so that expected values never enter it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -14,6 +13,7 @@ from reward_specs.code.reference import AssertTests, CodeConfig, FnTests, count_
 from reward_specs.code.requests import harness_request, sandbox_limits
 from reward_specs.code.results import FAILED_RUN, TestResult, TestStatus, run_error
 from reward_specs.code.values import Malformed, decode, json_equal, short
+from sandboxes import jsonread
 from sandboxes.api import ExecutionResult, RunResult, SandboxBackend
 
 __all__ = ["judge_cpp_fn", "run_python_tests"]
@@ -39,7 +39,7 @@ def _read_harness(stdout: bytes) -> _HarnessOutput:
         if not line.startswith(_MARK):
             continue
         try:
-            msg = json.loads(line[len(_MARK) :])
+            msg = jsonread.loads(line[len(_MARK) :])
         except (ValueError, RecursionError):  # cut off at the output limit, or forged
             continue
         if not isinstance(msg, dict):

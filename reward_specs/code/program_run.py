@@ -9,7 +9,6 @@ the runner sets up (its docstring says how), and that only the runner's stdout c
 
 from __future__ import annotations
 
-import json
 import marshal
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from reward_specs.code.reference import CodeConfig, ProgramTests
 from reward_specs.code.requests import sandbox_limits
 from reward_specs.code.results import FAILED_RUN, TestResult, TestStatus, run_error
 from reward_specs.code.values import short
+from sandboxes import jsonread
 from sandboxes.api import (
     Execution,
     ExecutionResult,
@@ -79,7 +79,7 @@ def _reported(stdout: bytes) -> tuple[dict[int, dict[str, Any]], str | None]:
         if not line.startswith(_MARK):
             continue
         try:
-            msg = json.loads(line[len(_MARK) :])
+            msg = jsonread.loads(line[len(_MARK) :])
         except (ValueError, RecursionError):  # cut off at the output limit
             continue
         if not isinstance(msg, dict):

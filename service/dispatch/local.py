@@ -14,10 +14,11 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import threading
 import time
 from concurrent.futures import Future
 
-from reward_specs import Item, Outcome, Registry, ScoreContext, codes, score_item
+from reward_specs import Outcome, Registry, ScoreContext, codes, score_item
 from reward_specs.code.environment import environment_digest, probe_environment
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
@@ -156,9 +157,7 @@ class LocalDispatcher:
         )
         request = _Request(whose)
         try:
-            thread_outcomes = await asyncio.gather(
-                *(self._run_in_thread(work, p, request) for p in in_threads)
-            )
+            thread_outcomes = await self._run_in_threads(work, in_threads, request)
         finally:
             self._threads.forget(request)
         pool_outcomes = await self._await_pool(pool_future, len(in_pool), work.deadline)
@@ -183,30 +182,101 @@ class LocalDispatcher:
             message = "the worker pool did not answer by the request deadline"
             return [Outcome.failure("infra_error", codes.DEADLINE_EXCEEDED, message)] * n
 
-    async def _run_in_thread(self, work: Work, position: int, request: _Request) -> Outcome:
-        outcome = await self._score_in_thread(work, work.items[position], request)
-        work.done(position)
-        return outcome
-
-    async def _score_in_thread(self, work: Work, item: Item, request: _Request) -> Outcome:
+    async def _run_in_threads(
+        self, work: Work, positions: list[int], request: _Request
+    ) -> list[Outcome]:
+        """The items at `positions`, each scored on a sandbox thread in `request`'s fair turn.
+        The event loop is woken once for them all (when the last is scored, or one raised), not
+        once per item; an item not scored by the deadline is `infra_error`."""
+        if not positions:
+            return []
         if self._sandbox is None:
-            return Outcome.failure(
-                "infra_error",
-                codes.SANDBOX_UNAVAILABLE,
-                self._sandbox_error or "no sandbox backend is running",
-            )
+            message = self._sandbox_error or "no sandbox backend is running"
+            outcomes = []
+            for position in positions:
+                outcomes.append(Outcome.failure("infra_error", codes.SANDBOX_UNAVAILABLE, message))
+                work.done(position)
+            return outcomes
         ctx = ScoreContext(sandbox=self._sandbox, checker_sandbox=self._checkers)
-        call = functools.partial(score_item, self.registry, work.spec, item, ctx)
-        future = asyncio.wrap_future(self._threads.submit(request.tenant, request, call))
+        batch = _ThreadBatch(work, positions, asyncio.get_running_loop())
+        for k, position in enumerate(positions):
+            call = functools.partial(
+                score_item, self.registry, work.spec, work.items[position], ctx
+            )
+            future = self._threads.submit(request.tenant, request, call)
+            future.add_done_callback(functools.partial(batch.finished, k))
         try:
             remaining = max(0.0, work.deadline - time.monotonic())
-            return await asyncio.wait_for(future, timeout=remaining)
+            await asyncio.wait_for(asyncio.shield(batch.all_done), timeout=remaining)
         except TimeoutError:
-            return Outcome.failure(
-                "infra_error",
-                codes.DEADLINE_EXCEEDED,
-                "the request deadline passed before this item was scored",
-            )
+            pass  # what is not scored yet gets the deadline's outcome below
+        except BaseException:
+            batch.abandon()
+            raise
+        return batch.close()
+
+
+class _ThreadBatch:
+    """The outcomes of one `run`'s thread items as the sandbox threads finish them. Each item
+    is reported to `work.done` from the thread that scored it; the waiting coroutine is woken
+    once, when the last item is in or one raised (`all_done`)."""
+
+    def __init__(self, work: Work, positions: list[int], loop: asyncio.AbstractEventLoop) -> None:
+        self._work = work
+        self._positions = positions
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._outcomes: list[Outcome | BaseException | None] = [None] * len(positions)
+        self._left = len(positions)
+        self._closed = False
+        self.all_done: asyncio.Future[None] = loop.create_future()
+
+    def finished(self, k: int, future: Future[Outcome]) -> None:
+        """Item `k`'s call ended (any thread): scored, raised, or cancelled."""
+        result: Outcome | BaseException
+        if future.cancelled():
+            result = asyncio.CancelledError()
+        else:
+            result = future.exception() or future.result()
+        with self._lock:
+            if self._closed:
+                return
+            self._outcomes[k] = result
+            self._left -= 1
+            wake = self._left == 0 or isinstance(result, BaseException)
+        if not isinstance(result, BaseException):
+            self._work.done(self._positions[k])
+        if wake:
+            self._loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if not self.all_done.done():
+            self.all_done.set_result(None)
+
+    def abandon(self) -> None:
+        """The waiter is gone: what is still scored is no longer recorded or reported."""
+        with self._lock:
+            self._closed = True
+
+    def close(self) -> list[Outcome]:
+        """Every item's outcome; one still unscored is `infra_error` (the deadline passed). An
+        exception a call raised is raised here."""
+        with self._lock:
+            self._closed = True
+            taken = list(self._outcomes)
+        outcomes: list[Outcome] = []
+        for k, outcome in enumerate(taken):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if outcome is None:
+                outcome = Outcome.failure(
+                    "infra_error",
+                    codes.DEADLINE_EXCEEDED,
+                    "the request deadline passed before this item was scored",
+                )
+                self._work.done(self._positions[k])
+            outcomes.append(outcome)
+        return outcomes
 
 
 class _Request:

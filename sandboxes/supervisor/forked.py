@@ -16,9 +16,17 @@ from typing import Any, NoReturn
 
 from .kernel import _PR_SET_DUMPABLE, _prctl
 
-_Invocation = tuple[frozenset[str], str | None, str | None, list[str], types.CodeType | None]
+_Invocation = tuple[
+    frozenset[str],
+    str | None,
+    str | None,
+    list[str],
+    types.CodeType | None,
+    types.ModuleType | None,
+]
 """How a forked Python step runs: (flags, script, -c code, args, the script's code when the
-supervisor compiled it already: a shared file, see `_shared_code`)."""
+supervisor compiled it already: a shared file, see `_shared_code`; and the `__main__` module that
+code runs in, when the supervisor made it, see `shared._preload`)."""
 
 _EXECUTABLE: list[str] = []
 """This interpreter's real path, resolved once."""
@@ -48,14 +56,14 @@ def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _I
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
         opt = argv[i][1:]
         if opt == "c" and i + 1 < len(argv):
-            return frozenset(flags), None, argv[i + 1], argv[i + 2 :], None
+            return frozenset(flags), None, argv[i + 1], argv[i + 2 :], None, None
         if not opt or not set(opt) <= _PY_FLAGS:
             return None
         flags |= set(opt)
         i += 1
     if i >= len(argv) or argv[i] == "-":
         return None
-    return frozenset(flags), argv[i], None, argv[i + 1 :], None
+    return frozenset(flags), argv[i], None, argv[i + 1 :], None, None
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -159,10 +167,14 @@ def _adopt_environ(env: dict[str, str]) -> None:
 
 
 def _become_python(
-    flags: frozenset[str], script: str | None, args: list[str], env: dict[str, str]
+    flags: frozenset[str],
+    script: str | None,
+    args: list[str],
+    env: dict[str, str],
+    main: types.ModuleType | None,
 ) -> types.ModuleType:
     """Give this forked child the process and interpreter state of a fresh `python3` about to
-    run `script` (None: `-c`); returns its `__main__` module."""
+    run `script` (None: `-c`); returns its `__main__` module (`main` if the supervisor made it)."""
     _prctl(_PR_SET_DUMPABLE, 1)  # it is the program's process now
     atexit._clear()
     if _ADOPTED_ENV[0] is not env:
@@ -178,10 +190,11 @@ def _become_python(
     sys.argv = [script if script is not None else "-c", *args]
     sys.dont_write_bytecode = True
     _python_streams("u" in flags)
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__builtins__=builtins, __cached__=None, __loader__=None, __spec__=None)
-    if script is not None:
-        main.__file__ = os.path.abspath(script)
+    if main is None:
+        main = types.ModuleType("__main__")
+        main.__dict__.update(__builtins__=builtins, __cached__=None, __loader__=None, __spec__=None)
+        if script is not None:
+            main.__file__ = os.path.abspath(script)
     sys.modules["__main__"] = main
     return main
 
@@ -228,8 +241,8 @@ def _python_main(
     env: dict[str, str],
 ) -> NoReturn:
     """Become `python3 [flags] script args` (or `-c code`) in this forked child, then exit."""
-    flags, script, code, args, compiled = invocation
-    main = _become_python(flags, script, args, env)
+    flags, script, code, args, compiled, preloaded = invocation
+    main = _become_python(flags, script, args, env, preloaded)
     # The program starts this many frames deep: give them back to its recursion limit.
     depth = 0
     frame = sys._getframe()

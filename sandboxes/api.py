@@ -81,7 +81,10 @@ class RunRequest:
     """Written to the work directory like `files`, for files that recur unchanged across many
     requests (trusted runners): a backend sends each to a sandbox once and keeps it there, in the
     supervisor's memory (never on disk, where a program could change it for the next run).
-    Pass the same bytes object each time (a cached constant): that is how it is recognised."""
+    Pass the same bytes object each time (a cached constant): that is how it is recognised.
+    Trusted code only: a Python script among them that ends in an `if __name__ == "__main__":`
+    block has what comes before it (its definitions) run by the supervisor itself, once (see
+    `supervisor/shared.py`)."""
 
 
 @dataclass(frozen=True, slots=True)

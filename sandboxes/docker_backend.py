@@ -192,7 +192,8 @@ class ContainerChannel:
             tty=False,
             auto_remove=True,
             working_dir="/sandbox",
-            environment={"LANG": "C.UTF-8", "PYTHONHASHSEED": "0"},
+            # LD_BIND_NOW: see `_bwrap_argv` (local.py).
+            environment={"LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "LD_BIND_NOW": "1"},
             ipc_mode="private",
             log_config={"type": "none"},  # frames are for us, not for the engine's log files
             hostname="sandbox",

@@ -198,6 +198,12 @@ def _bwrap_argv(settings: SandboxSettings, config: SupervisorConfig, as_root: bo
         "--setenv",
         "PYTHONHASHSEED",
         "0",
+        # Every symbol the supervisor's libraries use bound at start-up, not at first call: a
+        # forked run's first calls (the confinement's setuid, setrlimit...) would otherwise bind
+        # them in its copy, writing (copy-on-write faulting) the binding tables in every run.
+        "--setenv",
+        "LD_BIND_NOW",
+        "1",
         "--hostname",
         "sandbox",
         "--ro-bind",

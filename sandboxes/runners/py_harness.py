@@ -40,6 +40,7 @@ response's budget pays for the harness. `json` is already loaded where the harne
 
 from __future__ import annotations
 
+import io
 import json
 import marshal
 import math
@@ -59,16 +60,34 @@ _BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than
 """Ints from 10**4000 up travel as hex: decimal conversion is capped and quadratic."""
 
 
+_UTF8 = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ASCII = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+"""`json.dumps` with these options, made once: `dumps` would build an encoder for every line."""
+
+
 def dumps(value: Any) -> str:
     """JSON text of what `encode` returns (and of the harness's own messages): non-ASCII text as
     UTF-8, or as ASCII escapes when it holds lone surrogates, which UTF-8 cannot carry."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _UTF8.encode(value)
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+            text = _ASCII.encode(value)
     return text
+
+
+def _read(path: str) -> bytes:
+    """The file's bytes, read by one raw file object (no buffered or text-mode machinery)."""
+    with io.FileIO(path) as f:
+        return f.readall()
+
+
+def _source(path: str) -> str:
+    """The file's text as `open(path, encoding="utf-8", errors="surrogateescape").read()` gives
+    it, universal newlines included."""
+    text = _read(path).decode("utf-8", "surrogateescape")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class Unserialisable(Exception):
@@ -212,8 +231,7 @@ def serve(calls: int, replies: int, limit: int) -> None:
             data = data[os.write(replies, data) :]
 
     try:
-        with open("solution.py", encoding="utf-8", errors="surrogateescape") as f:
-            source = f.read()
+        source = _source("solution.py")
         exec(compile(source, "solution.py", "exec", dont_inherit=True), namespace)
     except BaseException as exc:  # noqa: BLE001 - every call's error
         reply({"fatal": _error(exc)})
@@ -234,8 +252,7 @@ def main() -> None:
         return
     out = os.dup(1)
     os.dup2(2, 1)  # the program's own prints go to stderr
-    with open(sys.argv[1], "rb") as job_file:
-        job = marshal.load(job_file)
+    job = marshal.loads(_read(sys.argv[1]))
     mode, tests, limit = job["mode"], job["tests"], int(job["max_value_bytes"])
     namespace: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
     stage = "prelude"
@@ -243,8 +260,7 @@ def main() -> None:
         if job.get("prelude"):
             exec(compile(job["prelude"], "prelude.py", "exec", dont_inherit=True), namespace)
         stage = "solution"
-        with open(job["solution"], encoding="utf-8", errors="surrogateescape") as f:
-            source = f.read()
+        source = _source(job["solution"])
         exec(compile(source, "solution.py", "exec", dont_inherit=True), namespace)
         stage = "setup"
         if job.get("setup"):

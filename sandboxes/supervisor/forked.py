@@ -16,9 +16,17 @@ from typing import Any, NoReturn
 
 from .kernel import _PR_SET_DUMPABLE, _prctl
 
-_Invocation = tuple[frozenset[str], str | None, str | None, list[str], types.CodeType | None]
+_Invocation = tuple[
+    frozenset[str],
+    str | None,
+    str | None,
+    list[str],
+    types.CodeType | None,
+    types.ModuleType | None,
+]
 """How a forked Python step runs: (flags, script, -c code, args, the script's code when the
-supervisor compiled it already: a shared file, see `_shared_code`)."""
+supervisor compiled it already: a shared file, see `_shared_code`; and the `__main__` module that
+code runs in, when the supervisor made it, see `shared._preload`)."""
 
 _EXECUTABLE: list[str] = []
 """This interpreter's real path, resolved once."""
@@ -26,6 +34,14 @@ _PY_FLAGS = frozenset("IESBus")
 """`python3` flags a forked interpreter honours; any other makes the step a real exec."""
 _STDLIB_PATH: list[str] = []
 _SITE_PATH: list[str] = []
+
+
+_PY_SIGNALS = (
+    (_signal.SIGINT, _signal.default_int_handler),
+    (_signal.SIGPIPE, _signal.SIG_IGN),
+    (_signal.SIGXFSZ, _signal.SIG_IGN),
+)
+"""The signal handlers `python3` starts with (that it sets itself)."""
 
 
 def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _Invocation | None:
@@ -48,14 +64,14 @@ def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _I
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
         opt = argv[i][1:]
         if opt == "c" and i + 1 < len(argv):
-            return frozenset(flags), None, argv[i + 1], argv[i + 2 :], None
+            return frozenset(flags), None, argv[i + 1], argv[i + 2 :], None, None
         if not opt or not set(opt) <= _PY_FLAGS:
             return None
         flags |= set(opt)
         i += 1
     if i >= len(argv) or argv[i] == "-":
         return None
-    return frozenset(flags), argv[i], None, argv[i + 1 :], None
+    return frozenset(flags), argv[i], None, argv[i + 1 :], None, None
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -107,10 +123,21 @@ def _make_streams(unbuffered: bool) -> tuple[Any, Any, Any]:
     return streams[0], streams[1], streams[2]
 
 
-_SPARE_STREAMS: dict[bool, tuple[Any, Any, Any]] = {}
-"""Stdio objects a forked Python child installs, made once per sandbox (by `-u` or not) and never
-used by the supervisor, so each child starts from a pristine copy: allocating them in the child
-wrote to (copy-on-write faulted) pages of the supervisor's heap in every run."""
+_SPARE_STREAMS: dict[bool, tuple[tuple[str, Any], ...]] = {}
+"""Stdio objects a forked Python child installs, by `sys` attribute, made once per sandbox (by
+`-u` or not) and never used by the supervisor, so each child starts from a pristine copy:
+allocating them in the child wrote to (copy-on-write faulted) pages of the supervisor's heap in
+every run."""
+_SPARE_PATHS: dict[bool, list[str]] = {}
+"""The `sys.path` a forked `python3 -I` child installs (by `-S` or not), made as the streams are:
+the child rebinds `sys.path` to its copy instead of rewriting the supervisor's list in place."""
+_DEPTH: list[int] = []
+"""How deep `_python_main` likely runs in a child, learnt by the supervisor (`_stack_depth`)."""
+_REPLACED: list[Any] = []
+"""The supervisor's own stdio objects, `sys.path`, `sys.argv` and `__main__`, which a child
+replaces: referenced here too, so that a child replacing them does not also free (and finalise)
+them."""
+_STDIO_NAMES = ("stdin", "__stdin__", "stdout", "__stdout__", "stderr", "__stderr__")
 
 
 def _spare_streams(unbuffered: bool) -> None:
@@ -133,15 +160,25 @@ def _spare_streams(unbuffered: bool) -> None:
             os.close(old)
         os.close(r)
         os.close(w)
-    _SPARE_STREAMS[unbuffered] = streams
+    _SPARE_STREAMS[unbuffered] = _stdio_attributes(streams)
+    if not _SPARE_PATHS:
+        _SPARE_PATHS.update({True: list(_STDLIB_PATH), False: list(_SITE_PATH)})
+        _REPLACED.extend((sys.path, sys.argv, sys.modules["__main__"]))
+        _REPLACED.extend(getattr(sys, name) for name in _STDIO_NAMES)
+        # Called by `_run_step`, which forks (`_spawn`) a child that calls `_python_main`.
+        _DEPTH.append(_stack_depth(sys._getframe(1)) + 3)
+
+
+def _stdio_attributes(streams: tuple[Any, Any, Any]) -> tuple[tuple[str, Any], ...]:
+    """(name, stream) for each `sys` attribute (stdin, stdout, stderr) are bound to."""
+    return tuple(zip(_STDIO_NAMES, (s for s in streams for _ in (0, 1)), strict=True))
 
 
 def _python_streams(unbuffered: bool) -> None:
     """Install the spare stdio objects (`_spare_streams`) as sys.stdin/stdout/stderr."""
-    streams = _SPARE_STREAMS.get(unbuffered) or _make_streams(unbuffered)
-    for name, stream in zip(("stdin", "stdout", "stderr"), streams, strict=True):
+    attributes = _SPARE_STREAMS.get(unbuffered) or _stdio_attributes(_make_streams(unbuffered))
+    for name, stream in attributes:
         setattr(sys, name, stream)
-        setattr(sys, f"__{name}__", stream)
 
 
 _ADOPTED_ENV: list[dict[str, str] | None] = [None]
@@ -159,29 +196,34 @@ def _adopt_environ(env: dict[str, str]) -> None:
 
 
 def _become_python(
-    flags: frozenset[str], script: str | None, args: list[str], env: dict[str, str]
+    flags: frozenset[str],
+    script: str | None,
+    args: list[str],
+    env: dict[str, str],
+    main: types.ModuleType | None,
 ) -> types.ModuleType:
     """Give this forked child the process and interpreter state of a fresh `python3` about to
-    run `script` (None: `-c`); returns its `__main__` module."""
+    run `script` (None: `-c`); returns its `__main__` module (`main` if the supervisor made it)."""
     _prctl(_PR_SET_DUMPABLE, 1)  # it is the program's process now
     atexit._clear()
     if _ADOPTED_ENV[0] is not env:
         os.environ.clear()
         os.environ.update(env)
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
-    _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
-    _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)
-    path = list(_STDLIB_PATH if "S" in flags else _SITE_PATH)
+    for sig, handler in _PY_SIGNALS:
+        if _signal.getsignal(sig) != handler:  # usually the supervisor's own already
+            _signal.signal(sig, handler)
+    path = _SPARE_PATHS.get("S" in flags) or list(_STDLIB_PATH if "S" in flags else _SITE_PATH)
     if "I" not in flags:
-        path.insert(0, os.path.dirname(os.path.abspath(script)) if script else "")
-    sys.path[:] = path
+        path = [os.path.dirname(os.path.abspath(script)) if script else "", *path]
+    sys.path = path
     sys.argv = [script if script is not None else "-c", *args]
     sys.dont_write_bytecode = True
     _python_streams("u" in flags)
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__builtins__=builtins, __cached__=None, __loader__=None, __spec__=None)
-    if script is not None:
-        main.__file__ = os.path.abspath(script)
+    if main is None:
+        main = types.ModuleType("__main__")
+        main.__dict__.update(__builtins__=builtins, __cached__=None, __loader__=None, __spec__=None)
+        if script is not None:
+            main.__file__ = os.path.abspath(script)
     sys.modules["__main__"] = main
     return main
 
@@ -222,24 +264,44 @@ def _exit_python(status: int) -> NoReturn:
     os._exit(status)
 
 
+def _stack_depth(frame: types.FrameType | None) -> int:
+    """How many frames deep `frame` runs (itself included)."""
+    depth = 0
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return depth
+
+
+def _own_depth() -> int:
+    """How many frames deep the caller runs: the depth `_DEPTH` says, if one look at the stack
+    confirms it (the outermost frame is that far down), else counted frame by frame (each frame
+    object made on the way is memory the child writes)."""
+    expected = _DEPTH[0] if _DEPTH else 0
+    try:
+        if expected and sys._getframe(expected).f_back is None:
+            return expected
+    except ValueError:  # not that deep
+        pass
+    return _stack_depth(sys._getframe(1))
+
+
 def _python_main(
     program: str,
     invocation: _Invocation,
     env: dict[str, str],
 ) -> NoReturn:
     """Become `python3 [flags] script args` (or `-c code`) in this forked child, then exit."""
-    flags, script, code, args, compiled = invocation
-    main = _become_python(flags, script, args, env)
+    flags, script, code, args, compiled, preloaded = invocation
+    main = _become_python(flags, script, args, env, preloaded)
     # The program starts this many frames deep: give them back to its recursion limit.
-    depth = 0
-    frame = sys._getframe()
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back  # type: ignore[assignment]
-    sys.setrecursionlimit(sys.getrecursionlimit() + depth + 1)  # + the exec() call itself
-    filename = os.path.abspath(script) if script is not None else "<string>"
+    sys.setrecursionlimit(sys.getrecursionlimit() + _own_depth() + 1)  # + the exec() call itself
     # A shared file the supervisor compiled already (`compiled`) is unchanged since.
-    source = "" if compiled is not None else _program_source(program, script, code)
+    filename: str = ""
+    source: bytes | str = ""
+    if compiled is None:
+        filename = os.path.abspath(script) if script is not None else "<string>"
+        source = _program_source(program, script, code)
     os.close(3)  # the exec-error pipe: from here on, failures are the program's
     status = 0
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import builtins
 import os
 import types
 from typing import TYPE_CHECKING, Any
@@ -34,22 +35,66 @@ def _compile(source: bytes | str, filename: str) -> types.CodeType:
     return compile(source, filename, "exec", dont_inherit=True)
 
 
-_SHARED_CODE: dict[tuple[str, str], types.CodeType] = {}
-"""Shared files compiled as scripts, by (blob key, file name); emptied with the blobs."""
+MAIN_GUARD = b'\nif __name__ == "__main__":\n'
+"""The line that starts a shared script's closing block (see `split_main`)."""
+
+
+def split_main(source: bytes) -> tuple[bytes, bytes] | None:
+    """(definitions, final block) of a script ending in `if __name__ == "__main__":`, the
+    final block padded with newlines so that its line numbers are the script's; None without.
+
+    Found as text, not on a syntax tree: the tree's thousands of objects, freed at once, would
+    leave the supervisor's heap full of holes, and its every request and run would then write
+    to more pages. The runners' definitions are checked by tests (tests/test_runner_preload.py)."""
+    at = source.rfind(MAIN_GUARD)
+    if at < 0:
+        return None
+    definitions = source[: at + 1]
+    return definitions, b"\n" * definitions.count(b"\n") + source[at + 1 :]
+
+
+def _preload(source: bytes, filename: str) -> tuple[types.CodeType, types.ModuleType | None]:
+    """(code to run, `__main__` module to run it in) for a shared script.
+
+    A script made of definitions (imports, functions, classes, constants) and then its closing
+    `if __name__ == "__main__":` block (the trusted runners) has its definitions run here, once,
+    in a `__main__` module made as `_become_python` makes one: each forked run then starts from
+    this same module (its own copy-on-write copy, never run by the supervisor itself) and runs
+    only the final block, instead of importing, creating every function and class afresh, and
+    faulting on the pages that took. Any other script, or one whose definitions fail here (an
+    import this interpreter cannot make), is compiled whole and run whole in each child. The
+    runners' definitions depend on nothing of a run (not its files, environment or argv)."""
+    parts = split_main(source)
+    if parts is None:
+        return _compile(source, filename), None
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__builtins__=builtins, __cached__=None, __loader__=None, __spec__=None)
+    main.__file__ = filename
+    try:
+        final = _compile(parts[1], filename)
+        exec(_compile(parts[0], filename), main.__dict__)
+    except Exception:  # noqa: BLE001 - then the script runs whole in each child
+        return _compile(source, filename), None
+    return final, main
+
+
+_SHARED_CODE: dict[tuple[str, str], tuple[types.CodeType, types.ModuleType | None]] = {}
+"""Shared files compiled as scripts (`_preload`), by (blob key, file name); emptied with the
+blobs."""
 
 
 def _shared_code(invocation: _Invocation, workdir: str, shared_keys: dict[str, str]) -> _Invocation:
     """The invocation with its script's code when the script is a shared file of this request
     (trusted, and unchanged: no program has run yet in this request); compiled here once per
     supervisor, not in every run's child, where compiling costs page faults on the compiler."""
-    flags, script, code, args, _ = invocation
+    flags, script, code, args, _, _ = invocation
     if script is None:
         return invocation
     filename = os.path.abspath(os.path.join(workdir, script))
     key = shared_keys.get(os.path.relpath(filename, workdir))
     if key is None:
         return invocation
-    compiled = _SHARED_CODE.get((key, filename))
-    if compiled is None:
-        compiled = _SHARED_CODE[key, filename] = _compile(_BLOBS[key], filename)
-    return flags, script, code, args, compiled
+    loaded = _SHARED_CODE.get((key, filename))
+    if loaded is None:
+        loaded = _SHARED_CODE[key, filename] = _preload(_BLOBS[key], filename)
+    return flags, script, code, args, *loaded

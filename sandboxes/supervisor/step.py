@@ -101,11 +101,13 @@ def _child(
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
         os.dup2(stderr_w, 2)
-        os.dup2(err_w, 3)
+        # Close-on-exec in the same call (dup3: err_w is never 3, the pipes made before it in
+        # `_spawn` took the lowest free descriptors).
+        os.dup2(err_w, 3, inheritable=False)
         os.closerange(4, 65536)
-        os.set_inheritable(3, False)
-        _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
-        _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
+        if invocation is None:  # a forked `python3` keeps ignoring them, as `python3` does
+            _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+            _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
         # A backstop a second or more past the budget: the supervisor's polling acts first.
         cpu_limit = int(ctx.cpu_s) + 2
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 1))

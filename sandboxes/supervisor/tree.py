@@ -91,7 +91,13 @@ class _Reaper:
     def kill_all(self, statuses: dict[int, int]) -> tuple[float, set[int]]:
         """SIGKILL every descendant until none is left; returns (CPU seconds, pids killed)."""
         cpu = 0.0
-        killed = set()
+        killed: set[int] = set()
+        try:
+            # The usual end of a step: no child is left, so no descendant is (every orphan of
+            # the run is reparented to us), and there is nothing to kill.
+            os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return cpu, killed
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
             if self.use_kill_all:

@@ -4,7 +4,7 @@ and reap everything it left, and say how it ended."""
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions slow a child
-import base64
+import binascii
 import contextlib
 import fcntl
 import gc
@@ -432,12 +432,30 @@ def _classify(
     return "runtime_error", False
 
 
+_INVOCATIONS: dict[tuple[str, ...], _Invocation | None] = {}
+"""`_python_invocation` by (PATH, *argv), for a program named without a "/": found on PATH,
+whose directories are the system's (read-only in a jail), the answer holds for every request."""
+_INVOCATIONS_KEPT = 64
+
+
+def _invocation(ctx: StepContext) -> _Invocation | None:
+    """How the step's argv runs in a fork of this interpreter, if it does (`_python_invocation`).
+    Decided here, not in the child: resolving paths in Python there costs copy-on-write faults."""
+    argv = ctx.argv
+    if "/" in argv[0]:  # relative to the work directory, which a run may change
+        return _python_invocation(argv, ctx.env, ctx.workdir)
+    key = (ctx.env.get("PATH", ""), *argv)
+    if key in _INVOCATIONS:
+        return _INVOCATIONS[key]
+    if len(_INVOCATIONS) >= _INVOCATIONS_KEPT:
+        _INVOCATIONS.clear()
+    invocation = _INVOCATIONS[key] = _python_invocation(argv, ctx.env, ctx.workdir)
+    return invocation
+
+
 def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
     """Run one program; returns (result dict, CPU seconds used, leftover processes killed)."""
-    # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
-    invocation = None
-    if ctx.cfg["fork_python"]:
-        invocation = _python_invocation(ctx.argv, ctx.env, ctx.workdir)
+    invocation = _invocation(ctx) if ctx.cfg["fork_python"] else None
     if invocation is not None:
         if ctx.shared_keys:
             invocation = _shared_code(invocation, ctx.workdir, ctx.shared_keys)
@@ -472,8 +490,8 @@ def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
         "status": status,
         "exit_code": exit_code,
         "signal": sig,
-        "stdout": base64.b64encode(stdout).decode("ascii"),
-        "stderr": base64.b64encode(stderr).decode("ascii"),
+        "stdout": binascii.b2a_base64(stdout, newline=False).decode("ascii"),
+        "stderr": binascii.b2a_base64(stderr, newline=False).decode("ascii"),
         "cpu_s": round(step.cpu, 6),
         "wall_s": round(wall, 6),
         "oom_killed": oom_killed,

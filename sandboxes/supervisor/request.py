@@ -35,6 +35,8 @@ PROTOCOL_VERSION = 1
 
 
 def _safe_path(root: str, name: str) -> str:
+    if "/" not in name and name not in ("", ".", ".."):
+        return f"{root}/{name}"  # what the normalised join below is for such a name
     path = os.path.normpath(os.path.join(root, name))
     if os.path.isabs(name) or not path.startswith(root + os.sep):
         raise ValueError(f"file name escapes the work directory: {name!r}")
@@ -101,9 +103,11 @@ def _empty_dir(path: str) -> None:
 
 def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     workdir = os.path.join(cfg["work_root"], "work")
-    if os.path.lexists(workdir):
+    try:
+        os.mkdir(workdir, 0o700)
+    except FileExistsError:  # not removed after the last request
         shutil.rmtree(workdir)
-    os.mkdir(workdir, 0o700)
+        os.mkdir(workdir, 0o700)
     uid, gid = cfg["run_uid"], cfg["run_gid"]
     owner = None
     if uid is not None and os.geteuid() == 0:

@@ -77,7 +77,9 @@ def _remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
         return
     try:
-        names = os.listdir(fd)
+        # listdir of the path: of the descriptor it would dup it and reset its flags (the run's
+        # processes are all gone, nothing can replace the directory meanwhile)
+        names = os.listdir(path)
         for name in names:
             os.unlink(name, dir_fd=fd)  # a directory fails (EISDIR): then rmtree below
         os.rmdir(path)
@@ -101,6 +103,10 @@ def _empty_dir(path: str) -> None:
                 os.unlink(full)
 
 
+_UMASK = [0o777]
+"""The supervisor's umask (`main` reads it): what O_CREAT's mode loses."""
+
+
 def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     workdir = os.path.join(cfg["work_root"], "work")
     try:
@@ -120,7 +126,8 @@ def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
             os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
         try:
-            os.fchmod(fd, 0o700)
+            if _UMASK[0] & 0o700:  # else the new file has its mode already
+                os.fchmod(fd, 0o700)
             if owner is not None:
                 os.fchown(fd, *owner)
             view = memoryview(data)
@@ -248,6 +255,8 @@ def main(config_json: str) -> None:
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back to us to be killed and reaped
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     os.makedirs(cfg["work_root"], exist_ok=True)
+    _UMASK[0] = os.umask(0o022)
+    os.umask(_UMASK[0])  # unchanged: the programs inherit it
     stdin = sys.stdin.buffer
     sys.stdout.flush()
     _KEEP.append(sys.stdout)

@@ -23,7 +23,17 @@ def _read_frame(stream: BinaryIO) -> Any:
     body = _read_exact(stream, n)
     if body is None:
         return None
-    return json.loads(body.decode("utf-8"))
+    text = body.decode("utf-8")
+    # The backend's frames are compact JSON: the decoder's scanner alone reads them, without the
+    # whitespace matching `json.loads` adds; anything else goes to `json.loads`.
+    try:
+        obj, end = _DECODER.raw_decode(text)
+    except ValueError:
+        end = -1
+    return obj if end == len(text) else json.loads(text)
+
+
+_DECODER = json.JSONDecoder()
 
 
 class _Outbox:
@@ -50,8 +60,64 @@ _KEEP: list[Any] = []
 """The interpreter's own stdout object, kept alive so that it is never finalized (and flushed)."""
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _write_frame(out: _Outbox, obj: Any, flush: bool = True) -> None:
-    body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
-    out.write(struct.pack(">I", len(body)) + body)
+    _write_body(out, _ENCODE(obj).encode("utf-8"))
     if flush:
         out.flush()
+
+
+def _write_body(out: _Outbox, body: bytes) -> None:
+    out.write(struct.pack(">I", len(body)))
+    out.write(body)
+
+
+_STEP_RESULT = (
+    '{"kind":"result","index":%d,"result":{"status":"%s","exit_code":%s,"signal":%s,'
+    '"stdout":"%s","stderr":"%s","cpu_s":%r,"wall_s":%r,"oom_killed":%s,"stopped":%s}}'
+)
+"""A step's result frame (`step._run_step`'s result), as `_write_frame` would write it."""
+_STEP_RESULT_KEYS = (
+    "status",
+    "exit_code",
+    "signal",
+    "stdout",
+    "stderr",
+    "cpu_s",
+    "wall_s",
+    "oom_killed",
+    "stopped",
+)
+
+
+def _write_result(out: _Outbox, index: int, result: dict[str, Any]) -> None:
+    """{"kind": "result", "index": index, "result": result}, not flushed. A step's full result
+    is formatted directly, not through the generic JSON encoder: its strings are a status name
+    and base64, which JSON escapes nothing of, its floats are finite, its codes ints or None."""
+    if tuple(result) != _STEP_RESULT_KEYS:
+        _write_frame(out, {"kind": "result", "index": index, "result": result}, flush=False)
+        return
+    code, sig = result["exit_code"], result["signal"]
+    body = _STEP_RESULT % (
+        index,
+        result["status"],
+        "null" if code is None else str(int(code)),
+        "null" if sig is None else str(int(sig)),
+        result["stdout"],
+        result["stderr"],
+        float(result["cpu_s"]),
+        float(result["wall_s"]),
+        "true" if result["oom_killed"] else "false",
+        "true" if result["stopped"] else "false",
+    )
+    _write_body(out, body.encode("ascii"))
+
+
+def _write_done(out: _Outbox, leftover: int, recycle: bool) -> None:
+    """The request's last frame, flushed with those before it."""
+    flag = "true" if recycle else "false"
+    body = f'{{"kind":"done","leftover_processes":{leftover:d},"recycle":{flag}}}'
+    _write_body(out, body.encode("ascii"))
+    out.flush()

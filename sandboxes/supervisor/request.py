@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import contextlib
 import errno
 import json
@@ -15,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .forked import _SITE_PATH, _STDLIB_PATH
-from .framing import _KEEP, _Outbox, _read_frame, _write_frame
+from .framing import _KEEP, _Outbox, _read_frame, _write_done, _write_frame, _write_result
 from .kernel import (
     _PR_SET_CHILD_SUBREAPER,
     _PR_SET_DUMPABLE,
@@ -34,25 +35,58 @@ PROTOCOL_VERSION = 1
 
 
 def _safe_path(root: str, name: str) -> str:
+    if "/" not in name and name not in ("", ".", ".."):
+        return f"{root}/{name}"  # what the normalised join below is for such a name
     path = os.path.normpath(os.path.join(root, name))
     if os.path.isabs(name) or not path.startswith(root + os.sep):
         raise ValueError(f"file name escapes the work directory: {name!r}")
     return path
 
 
+_SYSVIPC = ("/proc/sysvipc/shm", "/proc/sysvipc/sem", "/proc/sysvipc/msg")
+
+
 def _ipc_objects_left() -> bool:
     """Whether a System V shared memory segment, semaphore set or message queue exists in this
     sandbox's IPC namespace. They outlive the processes that made them, so a run could leave
-    data (and memory) to the next; the supervisor then asks for a new sandbox."""
-    for kind in ("shm", "sem", "msg"):
+    data (and memory) to the next; the supervisor then asks for a new sandbox. Each file is a
+    header line, then a line per object."""
+    for path in _SYSVIPC:
         try:
-            with open(f"/proc/sysvipc/{kind}", "rb") as f:
-                f.readline()  # the header
-                if f.readline().strip():
-                    return True
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             continue
+        try:
+            head = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        if head[head.find(b"\n") + 1 :].strip():
+            return True
     return False
+
+
+def _remove_tree(path: str) -> None:
+    """Remove the directory `path` and what it holds (never following a symbolic link): a
+    directory of plain files, as a run usually leaves its work directory, with a call per
+    file; anything else with `shutil.rmtree`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    try:
+        # listdir of the path: of the descriptor it would dup it and reset its flags (the run's
+        # processes are all gone, nothing can replace the directory meanwhile)
+        names = os.listdir(path)
+        for name in names:
+            os.unlink(name, dir_fd=fd)  # a directory fails (EISDIR): then rmtree below
+        os.rmdir(path)
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(fd)
 
 
 def _empty_dir(path: str) -> None:
@@ -69,11 +103,17 @@ def _empty_dir(path: str) -> None:
                 os.unlink(full)
 
 
+_UMASK = [0o777]
+"""The supervisor's umask (`main` reads it): what O_CREAT's mode loses."""
+
+
 def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     workdir = os.path.join(cfg["work_root"], "work")
-    if os.path.lexists(workdir):
+    try:
+        os.mkdir(workdir, 0o700)
+    except FileExistsError:  # not removed after the last request
         shutil.rmtree(workdir)
-    os.mkdir(workdir, 0o700)
+        os.mkdir(workdir, 0o700)
     uid, gid = cfg["run_uid"], cfg["run_gid"]
     owner = None
     if uid is not None and os.geteuid() == 0:
@@ -86,7 +126,8 @@ def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
             os.makedirs(os.path.dirname(path), 0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o700)
         try:
-            os.fchmod(fd, 0o700)
+            if _UMASK[0] & 0o700:  # else the new file has its mode already
+                os.fchmod(fd, 0o700)
             if owner is not None:
                 os.fchown(fd, *owner)
             view = memoryview(data)
@@ -103,6 +144,29 @@ def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     return workdir
 
 
+_ENVIRONMENTS: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def _environment(workdir: str, tmpdir: str) -> dict[str, str]:
+    """The programs' environment: the same object in every request of this supervisor (its
+    work directory does not change), so that `forked._adopt_environ` has nothing to redo."""
+    env = _ENVIRONMENTS.get((workdir, tmpdir))
+    if env is None:
+        env = _ENVIRONMENTS[workdir, tmpdir] = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": workdir,
+            "TMPDIR": tmpdir,
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+    return env
+
+
 def _build_limits(limits: dict[str, Any]) -> dict[str, Any]:
     """The build step's limits: the run's, with `build_memory_bytes` when the request sets it
     (a problem's own memory limit bounds the program, not its compiler)."""
@@ -112,22 +176,11 @@ def _build_limits(limits: dict[str, Any]) -> dict[str, Any]:
 
 def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, out: _Outbox) -> None:
     limits = req["limits"]
-    files = {name: base64.b64decode(b64) for name, b64 in req["files"].items()}
+    files = {name: binascii.a2b_base64(b64) for name, b64 in req["files"].items()}
     shared_keys = _shared_files(req.get("shared"))
     files.update((name, _BLOBS[key]) for name, key in shared_keys.items())
     workdir = _prepare_workdir(cfg, files)
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": workdir,
-        "TMPDIR": cfg["tmpdir"] or "/tmp",
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
+    env = _environment(workdir, cfg["tmpdir"] or "/tmp")
     leftover = 0
     oom = False
     try:
@@ -137,7 +190,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
             cpu = float(limits["build_cpu_s"])
             ctx = StepContext(
                 build["argv"],
-                base64.b64decode(build["stdin"]),
+                binascii.a2b_base64(build["stdin"]),
                 workdir,
                 env,
                 _build_limits(limits),
@@ -150,7 +203,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
             leftover += left
             oom = oom or bool(result.get("oom_killed"))
             build_ok = result["status"] == "ok"
-            _write_frame(out, {"kind": "result", "index": -1, "result": result}, flush=False)
+            _write_result(out, -1, result)
         cpu_left = float(limits["cpu_budget_s"])
         wall_end = time.monotonic() + float(limits["wall_cap_s"])
         for i, ex in enumerate(req["executions"]):
@@ -160,7 +213,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
             else:
                 ctx = StepContext(
                     ex["argv"],
-                    base64.b64decode(ex["stdin"]),
+                    binascii.a2b_base64(ex["stdin"]),
                     workdir,
                     env,
                     limits,
@@ -175,17 +228,17 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
                 leftover += left
                 oom = oom or bool(result.get("oom_killed"))
                 cpu_left -= used
-            _write_frame(out, {"kind": "result", "index": i, "result": result}, flush=False)
+            _write_result(out, i, result)
         # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
         # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all are a run's).
         ipc_left = cfg["ipc_namespace"] and _ipc_objects_left()
-        done = {"kind": "done", "leftover_processes": leftover}
-        _write_frame(out, {**done, "recycle": leftover > 0 or oom or ipc_left})
+        _write_done(out, leftover, leftover > 0 or oom or ipc_left)
     finally:
         # After the results are out (the service reads them while we clean), before the next
         # request is read: no run ever sees what an earlier one left.
-        shutil.rmtree(workdir, ignore_errors=True)
-        for path in [cfg["work_root"], *cfg["wipe"]]:
+        _remove_tree(workdir)
+        _empty_dir(cfg["work_root"])
+        for path in cfg["wipe"]:
             _empty_dir(path)
 
 
@@ -202,6 +255,8 @@ def main(config_json: str) -> None:
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back to us to be killed and reaped
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     os.makedirs(cfg["work_root"], exist_ok=True)
+    _UMASK[0] = os.umask(0o022)
+    os.umask(_UMASK[0])  # unchanged: the programs inherit it
     stdin = sys.stdin.buffer
     sys.stdout.flush()
     _KEEP.append(sys.stdout)

@@ -83,6 +83,12 @@ _SHARED_CODE: dict[tuple[str, str], tuple[types.CodeType, types.ModuleType | Non
 blobs."""
 
 
+_SCRIPT_NAMES: dict[tuple[str, str], tuple[str, str]] = {}
+"""A script argument's absolute path and its name in the work directory, by (work directory,
+argument): computed from the strings alone."""
+_SCRIPT_NAMES_KEPT = 64
+
+
 def _shared_code(invocation: _Invocation, workdir: str, shared_keys: dict[str, str]) -> _Invocation:
     """The invocation with its script's code when the script is a shared file of this request
     (trusted, and unchanged: no program has run yet in this request); compiled here once per
@@ -90,8 +96,14 @@ def _shared_code(invocation: _Invocation, workdir: str, shared_keys: dict[str, s
     flags, script, code, args, _, _ = invocation
     if script is None:
         return invocation
-    filename = os.path.abspath(os.path.join(workdir, script))
-    key = shared_keys.get(os.path.relpath(filename, workdir))
+    names = _SCRIPT_NAMES.get((workdir, script))
+    if names is None:
+        if len(_SCRIPT_NAMES) >= _SCRIPT_NAMES_KEPT:
+            _SCRIPT_NAMES.clear()
+        filename = os.path.abspath(os.path.join(workdir, script))
+        names = _SCRIPT_NAMES[workdir, script] = (filename, os.path.relpath(filename, workdir))
+    filename, name = names
+    key = shared_keys.get(name)
     if key is None:
         return invocation
     loaded = _SHARED_CODE.get((key, filename))

@@ -4,7 +4,7 @@ and reap everything it left, and say how it ended."""
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions slow a child
-import base64
+import binascii
 import contextlib
 import fcntl
 import gc
@@ -191,17 +191,18 @@ class _Step:
         "outputs",
         "pid",
         "pidfd",
+        "ready",
+        "sel",
         "start",
         "statuses",
         "stdin_w",
         "total_out",
+        "view",
     )
 
-    def __init__(
-        self, start: float, pid: int, fds: tuple[int, int, int, int], out_cap: int
-    ) -> None:
-        self.start = start
-        self.pid = pid
+    def __init__(self, fds: tuple[int, int, int, int], out_cap: int, stdin: bytes) -> None:
+        self.start = 0.0
+        self.pid = 0
         self.stdin_w, self.out_r, self.err_r, self.exc_r = fds
         self.pidfd = -1
         self.out_cap = out_cap
@@ -212,6 +213,37 @@ class _Step:
         self.cpu = 0.0
         self.statuses: dict[int, int] = {}
         self.main_done = False
+        # poll(), not an epoll selector: no descriptor to create and close in every step.
+        self.sel = select.poll()
+        self.ready: select.poll | None = None
+        """The output pipes, polled before each drain (lazy reading, see `prepare`)."""
+        self.view = memoryview(stdin)
+        """What is left to write of the program's stdin."""
+
+    def prepare(self) -> None:
+        """Before the fork: the pipes' modes and what to poll. Every page the supervisor writes
+        while the program's process is alive is copied (they share them until it exits), so as
+        little as can be runs between the fork and the program's exit."""
+        # Pipes as large as the output limit need not be read while the program runs: it cannot
+        # block on them before it has written more than it may. They are read at each poll and
+        # at the end, so that a program's every write is not also a wake-up of the supervisor.
+        out_r, err_r = self.out_r, self.err_r
+        lazy = _enlarge_pipe(out_r, self.out_cap) and _enlarge_pipe(err_r, self.out_cap)
+        os.set_blocking(out_r, False)
+        os.set_blocking(err_r, False)
+        if lazy:
+            self.ready = select.poll()
+            self.ready.register(out_r, select.POLLIN)
+            self.ready.register(err_r, select.POLLIN)
+        else:
+            self.sel.register(out_r, select.POLLIN)
+            self.sel.register(err_r, select.POLLIN)
+        if self.view:
+            os.set_blocking(self.stdin_w, False)
+            self.sel.register(self.stdin_w, select.POLLOUT)
+        else:
+            # The program reads end-of-file at once, as when it is closed after the fork.
+            self.close_stdin()
 
     def take(self, fd: int, data: bytes) -> None:
         """Keep what fits of `data` under the output limit; past it, the step is stopped."""
@@ -221,8 +253,10 @@ class _Step:
             self.killed_for = "output_limit"
 
     def drain(self) -> None:
-        """Take what is already in both (non-blocking) output pipes."""
-        for fd in (self.out_r, self.err_r):
+        """Take what is already in both (non-blocking) output pipes: when they are polled
+        (`ready`), those with data or no writer left, so no read fails for want of data."""
+        polled = ((self.out_r, 0), (self.err_r, 0)) if self.ready is None else self.ready.poll(0)
+        for fd, _ in polled:
             self.total_out = _drain(fd, self.outputs[fd], self.total_out, self.out_cap)
         if self.total_out > self.out_cap:
             self.killed_for = "output_limit"
@@ -255,17 +289,27 @@ def _spawn(ctx: StepContext, invocation: _Invocation | None) -> _Step:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
-    start = time.monotonic()
+    step = _Step((stdin_w, out_r, err_r, exc_r), int(ctx.limits["output_bytes"]), ctx.stdin)
+    step.prepare()
+    step.start = time.monotonic()
     # Every object so far is left out of the child's garbage collections, which would otherwise
-    # write to (copy) the pages of objects the program never uses.
+    # write to (copy) the pages of objects the program never uses. Unfrozen in `_run_step`.
     gc.freeze()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except BaseException:
+        gc.unfreeze()
+        raise
     if pid == 0:
         _child(ctx, (stdin_r, out_w, err_w, exc_w), invocation)
-    gc.unfreeze()
-    for fd in (stdin_r, out_w, err_w, exc_w):
-        os.close(fd)
-    return _Step(start, pid, (stdin_w, out_r, err_r, exc_r), int(ctx.limits["output_bytes"]))
+    step.pid = pid
+    step.pidfd = os.pidfd_open(pid)
+    step.sel.register(step.pidfd, select.POLLIN)
+    os.close(stdin_r)
+    os.close(out_w)
+    os.close(err_w)
+    os.close(exc_w)
+    return step
 
 
 def _feed(step: _Step, sel: select.poll, view: memoryview) -> memoryview:
@@ -317,24 +361,8 @@ def _watch(step: _Step, ctx: StepContext) -> None:
     """Feed stdin and gather output until the main process exits or a limit is passed (then
     `step.killed_for` names it)."""
     mem_cap = int(ctx.limits["memory_bytes"])
-    # poll(), not an epoll selector: no descriptor to create and close in every step.
-    sel = select.poll()
-    # Pipes as large as the output limit need not be read while the program runs: it cannot
-    # block on them before it has written more than it may. They are read at each poll and
-    # at the end, so that a program's every write is not also a wake-up of the supervisor.
-    lazy = _enlarge_pipe(step.out_r, step.out_cap) and _enlarge_pipe(step.err_r, step.out_cap)
-    for fd in (step.out_r, step.err_r):
-        os.set_blocking(fd, False)
-        if not lazy:
-            sel.register(fd, select.POLLIN)
-    step.pidfd = os.pidfd_open(step.pid)
-    sel.register(step.pidfd, select.POLLIN)
-    view = memoryview(ctx.stdin)
-    if view:
-        os.set_blocking(step.stdin_w, False)
-        sel.register(step.stdin_w, select.POLLOUT)
-    else:
-        step.close_stdin()
+    sel = step.sel
+    view = step.view
     deadline = step.start + ctx.wall_s
     next_check = step.start + _POLL_S
     while not step.main_done and step.killed_for is None:
@@ -356,7 +384,7 @@ def _watch(step: _Step, ctx: StepContext) -> None:
         now = time.monotonic()
         if step.killed_for is None and now >= next_check:
             next_check = now + _POLL_S
-            if lazy:
+            if step.ready is not None:
                 step.drain()
             if step.killed_for is None:
                 step.killed_for = _over_limits(step, ctx, mem_cap)
@@ -404,12 +432,30 @@ def _classify(
     return "runtime_error", False
 
 
+_INVOCATIONS: dict[tuple[str, ...], _Invocation | None] = {}
+"""`_python_invocation` by (PATH, *argv), for a program named without a "/": found on PATH,
+whose directories are the system's (read-only in a jail), the answer holds for every request."""
+_INVOCATIONS_KEPT = 64
+
+
+def _invocation(ctx: StepContext) -> _Invocation | None:
+    """How the step's argv runs in a fork of this interpreter, if it does (`_python_invocation`).
+    Decided here, not in the child: resolving paths in Python there costs copy-on-write faults."""
+    argv = ctx.argv
+    if "/" in argv[0]:  # relative to the work directory, which a run may change
+        return _python_invocation(argv, ctx.env, ctx.workdir)
+    key = (ctx.env.get("PATH", ""), *argv)
+    if key in _INVOCATIONS:
+        return _INVOCATIONS[key]
+    if len(_INVOCATIONS) >= _INVOCATIONS_KEPT:
+        _INVOCATIONS.clear()
+    invocation = _INVOCATIONS[key] = _python_invocation(argv, ctx.env, ctx.workdir)
+    return invocation
+
+
 def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
     """Run one program; returns (result dict, CPU seconds used, leftover processes killed)."""
-    # Decided here, not in the child: resolving paths in Python there costs copy-on-write faults.
-    invocation = None
-    if ctx.cfg["fork_python"]:
-        invocation = _python_invocation(ctx.argv, ctx.env, ctx.workdir)
+    invocation = _invocation(ctx) if ctx.cfg["fork_python"] else None
     if invocation is not None:
         if ctx.shared_keys:
             invocation = _shared_code(invocation, ctx.workdir, ctx.shared_keys)
@@ -421,6 +467,7 @@ def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
         wall = time.monotonic() - step.start
         main_status, killed = _reap(step, ctx.reaper)
     finally:
+        gc.unfreeze()
         step.close()
     exec_error = step.exec_error()
     out_cap = step.out_cap
@@ -443,8 +490,8 @@ def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
         "status": status,
         "exit_code": exit_code,
         "signal": sig,
-        "stdout": base64.b64encode(stdout).decode("ascii"),
-        "stderr": base64.b64encode(stderr).decode("ascii"),
+        "stdout": binascii.b2a_base64(stdout, newline=False).decode("ascii"),
+        "stderr": binascii.b2a_base64(stderr, newline=False).decode("ascii"),
         "cpu_s": round(step.cpu, 6),
         "wall_s": round(wall, 6),
         "oom_killed": oom_killed,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reward_specs.code.asserts import AssertPlan, ProbeError, evaluate, parse_assert
+from reward_specs.code.asserts import AssertPlan, ProbeError, parse_assert
 from reward_specs.code.reference import AssertTests, CodeConfig, FnTests, count_tests
 from reward_specs.code.requests import harness_request, sandbox_limits
 from reward_specs.code.results import FAILED_RUN, TestResult, TestStatus, run_error
@@ -100,15 +100,18 @@ def _judge_values(
         plan = plans[i]
         if len(values) != len(plan.probes):
             raise ProbeError(0, {"err": "malformed result"})
-        seen: dict[str, Any] = {}
+        asked: list[tuple[int, Any]] = []
 
         def probe(k: int) -> Any:
             value = _probe_value(values[k])
-            seen[plan.probes[k]] = value
+            asked.append((k, value))
             return value
 
-        if evaluate(plan.root, probe):
+        if plan.check(probe):
             return TestResult("passed")
+        seen: dict[str, Any] = {}  # each probe's source once, where first asked, its last value
+        for k, value in asked:
+            seen[plan.probes[k]] = value
         got_text = ", ".join(f"{src} = {short(repr(v), limit)}" for src, v in seen.items())
         diff = {"expected": short(plan.source, limit), "got": short(got_text, limit)}
         return TestResult("wrong_answer", diff=diff)
@@ -141,6 +144,10 @@ def judge_cpp_fn(run: RunResult, tests: FnTests, config: CodeConfig) -> list[Tes
     return results
 
 
+_NO_EXIT: dict[str, Any] = {}
+"""A test with no exit line (read only, never written)."""
+
+
 def _judge_harness(
     runs: Sequence[ExecutionResult],
     out: _HarnessOutput,
@@ -153,16 +160,17 @@ def _judge_harness(
     last = runs[-1]
     unfinished: TestStatus = FAILED_RUN.get(last.status, "runtime_error")
     results = []
+    values, exits = out.values, out.exits
     for i in range(count_tests(tests)):
-        exit_info = out.exits.get(i, {})
-        cpu = out.values.get(i, exit_info).get("cpu_s", 0.0)
+        exit_info = exits.get(i, _NO_EXIT)
+        msg = values.get(i)
+        cpu = (exit_info if msg is None else msg).get("cpu_s", 0.0)
         time = float(cpu) if isinstance(cpu, (int, float)) else 0.0
         if out.fatal is not None and i >= out.fatal_from:
             result = TestResult("runtime_error", error=out.fatal)
         elif i in out.tampered:
             result = TestResult("runtime_error", error="result reported twice")
-        elif i in out.values:
-            msg = out.values[i]
+        elif msg is not None:
             if "too_large" in msg:
                 result = TestResult("output_limit", error="return value too large")
             elif isinstance(msg.get("values"), list):

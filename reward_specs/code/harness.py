@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from reward_specs.caches import Cache
 from reward_specs.code.asserts import AssertPlan, ProbeError, parse_assert
 from reward_specs.code.reference import AssertTests, CodeConfig, FnTests, count_tests
 from reward_specs.code.requests import harness_request, sandbox_limits
@@ -35,11 +36,12 @@ class _HarnessOutput:
 def _read_harness(stdout: bytes) -> _HarnessOutput:
     """The harness's lines; a test index reported twice is void (the program wrote one)."""
     out = _HarnessOutput(fatal=None, values={}, exits={}, tampered=set())
+    mark, start, loads = _MARK, len(_MARK), jsonread.loads
     for line in stdout.split(b"\n"):
-        if not line.startswith(_MARK):
+        if not line.startswith(mark):
             continue
         try:
-            msg = jsonread.loads(line[len(_MARK) :])
+            msg = loads(line[start:])
         except (ValueError, RecursionError):  # cut off at the output limit, or forged
             continue
         if not isinstance(msg, dict):
@@ -189,6 +191,16 @@ def _judge_harness(
     return results
 
 
+def _merge(merged: _HarnessOutput, out: _HarnessOutput) -> None:
+    """A later run's results into the earlier ones'; an index reported again is void."""
+    for table, merged_table in ((out.values, merged.values), (out.exits, merged.exits)):
+        for i, msg in table.items():
+            if i in merged_table:
+                merged.tampered.add(i)
+            merged_table[i] = msg
+    merged.tampered |= out.tampered
+
+
 def _run_harness(
     source: bytes,
     job: dict[str, Any],
@@ -213,14 +225,12 @@ def _run_harness(
                 f"sandbox {sandbox.name!r} returned {len(run.executions)} results for 1 execution"
             )
         (ex,) = run.executions
-        runs.append(ex)
         out = _read_harness(ex.stdout)
-        for table, merged_table in ((out.values, merged.values), (out.exits, merged.exits)):
-            for i, msg in table.items():
-                if i in merged_table:
-                    merged.tampered.add(i)
-                merged_table[i] = msg
-        merged.tampered |= out.tampered
+        if runs:
+            _merge(merged, out)
+        else:  # the first run: nothing to merge it with
+            merged = out
+        runs.append(ex)
         if out.fatal is not None:
             merged.fatal, merged.fatal_from = out.fatal, first
             break
@@ -252,10 +262,18 @@ def _run_harness(
     return runs, merged
 
 
-def run_python_tests(
-    source: bytes, tests: FnTests | AssertTests, config: CodeConfig, sandbox: SandboxBackend
-) -> tuple[list[TestResult], list[ExecutionResult]]:
-    """Python fn_name or asserts tests: the harness's runs, and each test's result."""
+_JOBS: Cache[int, tuple[FnTests | AssertTests, list[AssertPlan], dict[str, Any]]] = Cache(
+    "code.harness_jobs", 256
+)
+"""The harness's job and the assert plans of a tests object, by its identity (an entry holds it,
+so the id cannot be reused while it is kept): every item of a reference shares one validated
+object, so its asserts are looked up once per batch, not once per item."""
+
+
+def _job(tests: FnTests | AssertTests) -> tuple[list[AssertPlan], dict[str, Any]]:
+    held = _JOBS.get(id(tests))
+    if held is not None and held[0] is tests:
+        return held[1], held[2]
     plans: list[AssertPlan] = []
     if isinstance(tests, FnTests):
         job: dict[str, Any] = {
@@ -268,5 +286,14 @@ def run_python_tests(
     else:
         plans = [parse_assert(a) for a in tests.asserts]
         job = {"mode": "eval", "setup": tests.setup, "tests": [list(p.probes) for p in plans]}
+    _JOBS.put(id(tests), (tests, plans, job))
+    return plans, job
+
+
+def run_python_tests(
+    source: bytes, tests: FnTests | AssertTests, config: CodeConfig, sandbox: SandboxBackend
+) -> tuple[list[TestResult], list[ExecutionResult]]:
+    """Python fn_name or asserts tests: the harness's runs, and each test's result."""
+    plans, job = _job(tests)
     executions, out = _run_harness(source, job, count_tests(tests), config, sandbox)
     return _judge_harness(executions, out, tests, plans, config), executions

@@ -17,6 +17,8 @@ def canonical_text(
 ) -> str:
     """Sorted keys, compact separators, everything past ASCII escaped: the form the spec hash is
     computed from, so its bytes must never change. `default` and `allow_nan` as in `json.dumps`."""
+    if default is None and allow_nan:
+        return _CANONICAL.encode(value)  # what json.dumps would build for these arguments
     return json.dumps(
         value,
         sort_keys=True,
@@ -25,6 +27,10 @@ def canonical_text(
         default=default,
         allow_nan=allow_nan,
     )
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+"""`canonical_text`'s encoder for the usual arguments, made once (it holds no state)."""
 
 
 def canonical_json(value: Any) -> bytes:

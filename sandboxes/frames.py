@@ -5,6 +5,7 @@ supervisor already holds."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import struct
 from collections.abc import Mapping
@@ -51,8 +52,12 @@ def bootstrap_payload() -> bytes:
     return encode_frame(supervisor_sources())
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+"""What `json.dumps(obj, separators=(",", ":"))` builds on every call, made once (no state)."""
+
+
 def encode_frame(obj: Any) -> bytes:
-    body = json.dumps(obj, separators=(",", ":")).encode()
+    body = _ENCODER.encode(obj).encode()
     return struct.pack(">I", len(body)) + body
 
 
@@ -87,7 +92,10 @@ class FrameBuffer:
         return data
 
 
+@functools.lru_cache(maxsize=256)
 def _check_name(name: str) -> str:
+    """`name`, when it is a relative path without empty, `.` or `..` parts (the same few names
+    recur in every request: remembered); raises ValueError otherwise (never remembered)."""
     parts = name.split("/")
     if not name or name.startswith("/") or "\0" in name or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"invalid sandbox file name: {name!r}")

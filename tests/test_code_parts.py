@@ -140,6 +140,21 @@ def test_decode_refuses_deep_nesting() -> None:
         decode(value)
 
 
+@pytest.mark.parametrize("tagged", [False, True])
+def test_decode_depth_limit_counts_the_innermost_scalar(tagged: bool) -> None:
+    """A scalar 200 levels down is read, 201 levels down refused; a list and a tag are a level
+    each."""
+    for levels, ok in ((200, True), (201, False)):
+        value: Any = 1
+        for _ in range(levels):
+            value = {"tuple": [value]} if tagged else [value]
+        if ok:
+            decode(value)
+        else:
+            with pytest.raises(Malformed):
+                decode(value)
+
+
 @pytest.mark.parametrize(
     "got,expected,equal",
     [
@@ -354,3 +369,46 @@ def test_numbers_in_stdio_are_text() -> None:
         {"language": "python", "tests": {"stdio": [{"input": 5, "output": 25}]}}
     )
     assert ref.tests.stdio[0].output == "25"  # type: ignore[union-attr]
+
+
+_PLANNED = [
+    "assert f() == 1",
+    "assert f() != g()",
+    "assert 0 < f() <= g() < 9",
+    "assert f() in [1, 2] or not g()",
+    "assert f() and g() and 3",
+    "assert (f() or 0) == 2",
+    "assert f() is None or g() is not True",
+    "assert math.isclose(f(), g(), rel_tol=0.1)",
+    "assert isclose(f(), 2.0) and f() == g()",
+    "assert not (f() < g())",
+    "assert 1 == 1",
+    "assert f(1) == f(1) == g(2)",
+]
+_VALUES = [0, 1, 2, 2.05, None, True, False, [], [1], "a", ProbeError(0, {"err": "x"})]
+
+
+@pytest.mark.parametrize("source", _PLANNED)
+def test_compiled_plan_is_evaluate(source: str) -> None:
+    """`plan.check` gives `evaluate`'s value, asks for the same probes in the same order, and
+    raises the same exceptions, over every pair of values (errors included)."""
+    plan = parse_assert(source)
+    for a in _VALUES:
+        for b in _VALUES:
+            outcomes = []
+            for run in (plan.check, lambda p: evaluate(plan.root, p)):
+                asked: list[int] = []
+
+                def probe(i: int, asked: list[int] = asked, pair: tuple[Any, Any] = (a, b)) -> Any:
+                    asked.append(i)
+                    value = pair[i % 2]
+                    if isinstance(value, Exception):
+                        raise value
+                    return value
+
+                try:
+                    outcome: Any = ("value", run(probe))
+                except Exception as exc:  # compared below, not swallowed
+                    outcome = ("raised", type(exc), str(exc))
+                outcomes.append((outcome, asked))
+            assert outcomes[0] == outcomes[1], (source, a, b)

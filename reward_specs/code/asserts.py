@@ -19,13 +19,13 @@ import ast
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reward_specs.caches import Cache
 from reward_specs.code.pyparse import parse_module
 
-__all__ = ["AssertPlan", "ProbeError", "evaluate", "parse_assert"]
+__all__ = ["AssertPlan", "Check", "ProbeError", "compile_plan", "evaluate", "parse_assert"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,9 @@ class IsClose:
 
 Node = Lit | Probe | Compare | BoolOp | Not | IsClose
 
+Check = Callable[[Callable[[int], Any]], Any]
+"""A plan made callable: given `probe` (as for `evaluate`), the test expression's value."""
+
 
 @dataclass(frozen=True, slots=True)
 class AssertPlan:
@@ -72,6 +75,8 @@ class AssertPlan:
     root: Node
     probes: tuple[str, ...]
     """Expressions evaluated inside the sandbox, in order."""
+    check: Check = field(compare=False, repr=False)
+    """`evaluate(root, probe)` as one call (`compile_plan`), made once with the plan."""
 
 
 class ProbeError(Exception):
@@ -170,7 +175,9 @@ def parse_assert(source: str) -> AssertPlan:
         raise ValueError("must be exactly one assert statement")
     planner = _Planner()
     root = planner.plan(module.body[0].test)
-    return AssertPlan(source=source.strip(), root=root, probes=tuple(planner.probes))
+    return AssertPlan(
+        source=source.strip(), root=root, probes=tuple(planner.probes), check=compile_plan(root)
+    )
 
 
 def evaluate(node: Node, probe: Callable[[int], Any]) -> Any:
@@ -207,3 +214,63 @@ def evaluate(node: Node, probe: Callable[[int], Any]) -> Any:
                 evaluate(a, probe), evaluate(b, probe), rel_tol=rel_tol, abs_tol=abs_tol
             )
     raise TypeError(f"unknown plan node {node!r}")
+
+
+def compile_plan(node: Node) -> Check:
+    """`evaluate(node, probe)` as nested closures, built once per plan: each node's fields read
+    once here rather than matched on every call. The same value, the same probes asked for in
+    the same order, the same exceptions (tests/test_code_parts.py compares the two)."""
+    if isinstance(node, Lit):
+        value = node.value
+        return lambda probe: value
+    if isinstance(node, Probe):
+        index = node.index
+        return lambda probe: probe(index)
+    if isinstance(node, Not):
+        operand = compile_plan(node.operand)
+        return lambda probe: not operand(probe)
+    if isinstance(node, BoolOp):
+        return _compile_boolop(node.is_and, tuple(compile_plan(o) for o in node.operands))
+    if isinstance(node, Compare):
+        return _compile_compare(node)
+    if isinstance(node, IsClose):
+        a, b = compile_plan(node.a), compile_plan(node.b)
+        rel_tol, abs_tol = node.rel_tol, node.abs_tol
+        return lambda probe: math.isclose(a(probe), b(probe), rel_tol=rel_tol, abs_tol=abs_tol)
+    raise TypeError(f"unknown plan node {node!r}")
+
+
+def _compile_boolop(is_and: bool, operands: tuple[Check, ...]) -> Check:
+    def check(probe: Callable[[int], Any]) -> Any:
+        result: Any = None
+        for operand in operands:
+            result = operand(probe)
+            if bool(result) != is_and:
+                return result
+        return result
+
+    return check
+
+
+def _compile_compare(node: Compare) -> Check:
+    if len(node.rest) == 1:  # one operator, the usual shape: no loop
+        ((name, right_node),) = node.rest
+        op = _FUNCS[name]
+        if isinstance(node.left, Probe) and isinstance(right_node, Lit):
+            index, value = node.left.index, right_node.value
+            return lambda probe: bool(op(probe(index), value))
+        left, right = compile_plan(node.left), compile_plan(right_node)
+        return lambda probe: bool(op(left(probe), right(probe)))
+    first = compile_plan(node.left)
+    rest = tuple((_FUNCS[name], compile_plan(r)) for name, r in node.rest)
+
+    def check(probe: Callable[[int], Any]) -> Any:
+        current = first(probe)
+        for op, right_check in rest:
+            right = right_check(probe)
+            if not op(current, right):
+                return False
+            current = right
+        return True
+
+    return check

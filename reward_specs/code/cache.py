@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from reward_specs.caches import Cache
 
@@ -20,11 +19,36 @@ __all__ = ["SingleFlightCache"]
 V = TypeVar("V")
 
 
+class _Flight(Generic[V]):
+    """One computation in flight: its lock is held until it has a value or has failed (a lock
+    rather than a `Future`, whose condition and callbacks each call would pay for)."""
+
+    __slots__ = ("failed", "finished", "value")
+
+    def __init__(self) -> None:
+        self.finished = threading.Lock()
+        self.finished.acquire()
+        self.failed = False
+        self.value: V | None = None
+
+    def end(self, value: V | None, failed: bool) -> None:
+        self.value, self.failed = value, failed
+        self.finished.release()
+
+    def wait(self) -> None:
+        with self.finished:
+            pass
+
+
 class SingleFlightCache(Generic[V]):
     def __init__(self, name: str, capacity: int) -> None:
         self._done: Cache[str, V] = Cache(name, capacity)
         self._lock = threading.Lock()
-        self._running: dict[str, Future[V]] = {}
+        self._running: dict[str, _Flight[V]] = {}
+
+    def get(self, key: str) -> V | None:
+        """The value stored under `key`, if any (nothing is computed or waited for)."""
+        return self._done.get(key)
 
     def get_or_compute(self, key: str, compute: Callable[[], V]) -> V:
         while True:
@@ -38,24 +62,24 @@ class SingleFlightCache(Generic[V]):
                     return done
                 running = self._running.get(key)
                 if running is None:
-                    mine: Future[V] = Future()
+                    mine: _Flight[V] = _Flight()
                     self._running[key] = mine
                     break
-            try:
-                return running.result()
-            except BaseException:  # noqa: BLE001 - the leader raised it; we compute ourselves
-                continue
+            running.wait()
+            if not running.failed:
+                return cast(V, running.value)  # set, with failed=False
+            # the leader raised: we compute ourselves
         try:
             value = compute()
-        except BaseException as exc:
+        except BaseException:
             with self._lock:
                 del self._running[key]
-            mine.set_exception(exc)
+            mine.end(None, failed=True)
             raise
         self._done.put(key, value)
         with self._lock:
             del self._running[key]
-        mine.set_result(value)
+        mine.end(value, failed=False)
         return value
 
     def clear(self) -> None:

@@ -199,28 +199,33 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-_KEY_PARTS: Cache[tuple[int, int], tuple[CodeReference, CodeConfig, str]] = Cache(
+_KEY_PARTS: Cache[tuple[int, int], tuple[CodeReference, CodeConfig, Any]] = Cache(
     "code.key_parts", 256
 )
-"""The canonical text of a (reference, config) pair, by the two objects' identities (an entry
-holds both, so neither id can be reused while it is kept): the engine hands every item of a
-reference the same validated object, so a batch dumps each reference once, not per item."""
+"""The verdict key's hash with a (reference, config) pair's canonical text already absorbed, by
+the two objects' identities (an entry holds both, so neither id can be reused while it is kept):
+the engine hands every item of a reference the same validated object, so a batch dumps and
+hashes each reference once, not per item."""
 
 
-def _key_part(reference: CodeReference, config: CodeConfig) -> str:
+def _key_prefix(reference: CodeReference, config: CodeConfig) -> Any:
     ids = (id(reference), id(config))
     held = _KEY_PARTS.get(ids)
     if held is not None and held[0] is reference and held[1] is config:
         return held[2]
     tests, settings = reference.tests.model_dump(mode="json"), config.model_dump(mode="json")
     text = canonical_text([reference.language, tests, settings])
-    _KEY_PARTS.put(ids, (reference, config, text))
-    return text
+    prefix = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20)
+    _KEY_PARTS.put(ids, (reference, config, prefix))
+    return prefix
 
 
 def _cache_key(code: str, reference: CodeReference, config: CodeConfig, backend: str) -> str:
-    payload = canonical_text([backend, code, _key_part(reference, config)])
-    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
+    # Two canonical JSON texts, each self-delimiting, one after the other: a different pair of
+    # (reference, config) and (backend, code) never gives the same bytes.
+    h = _key_prefix(reference, config).copy()
+    h.update(canonical_text([backend, code]).encode("utf-8", "surrogatepass"))
+    return str(h.hexdigest())
 
 
 def _check_compare(reference: CodeReference, config: CodeConfig) -> None:
@@ -280,16 +285,17 @@ def score_code(
     info: dict[str, Any] = {"language": reference.language, "source": source}
     if len(code.encode("utf-8", "surrogatepass")) > config.max_code_bytes:
         return Judgement.zero("code_too_long", **info)
-    if reference.language == "python":
-        error = _syntax_error(code)
-        if error is not None:
-            return Judgement.zero("syntax_error", **info, **error)
-
     key = _cache_key(code, reference, config, sandbox.name)
-    checkers: SandboxBackend | None = ctx.checker_sandbox
-    judgement = _CACHE.get_or_compute(
-        key, lambda: _run_and_judge(code, reference, config, sandbox, checkers)
-    )
+    judgement = _CACHE.get(key)  # only code that compiled has a verdict there
+    if judgement is None:
+        if reference.language == "python":
+            error = _syntax_error(code)
+            if error is not None:
+                return Judgement.zero("syntax_error", **info, **error)
+        checkers: SandboxBackend | None = ctx.checker_sandbox
+        judgement = _CACHE.get_or_compute(
+            key, lambda: _run_and_judge(code, reference, config, sandbox, checkers)
+        )
     return Judgement(
         score=judgement.score,
         success=judgement.success,

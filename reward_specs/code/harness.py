@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from reward_specs.code.asserts import AssertPlan, ProbeError, evaluate, parse_assert
+from reward_specs.caches import Cache
+from reward_specs.code.asserts import AssertPlan, ProbeError, parse_assert
 from reward_specs.code.reference import AssertTests, CodeConfig, FnTests, count_tests
 from reward_specs.code.requests import harness_request, sandbox_limits
 from reward_specs.code.results import FAILED_RUN, TestResult, TestStatus, run_error
@@ -35,11 +36,12 @@ class _HarnessOutput:
 def _read_harness(stdout: bytes) -> _HarnessOutput:
     """The harness's lines; a test index reported twice is void (the program wrote one)."""
     out = _HarnessOutput(fatal=None, values={}, exits={}, tampered=set())
+    mark, start, loads = _MARK, len(_MARK), jsonread.loads
     for line in stdout.split(b"\n"):
-        if not line.startswith(_MARK):
+        if not line.startswith(mark):
             continue
         try:
-            msg = jsonread.loads(line[len(_MARK) :])
+            msg = loads(line[start:])
         except (ValueError, RecursionError):  # cut off at the output limit, or forged
             continue
         if not isinstance(msg, dict):
@@ -100,15 +102,18 @@ def _judge_values(
         plan = plans[i]
         if len(values) != len(plan.probes):
             raise ProbeError(0, {"err": "malformed result"})
-        seen: dict[str, Any] = {}
+        asked: list[tuple[int, Any]] = []
 
         def probe(k: int) -> Any:
             value = _probe_value(values[k])
-            seen[plan.probes[k]] = value
+            asked.append((k, value))
             return value
 
-        if evaluate(plan.root, probe):
+        if plan.check(probe):
             return TestResult("passed")
+        seen: dict[str, Any] = {}  # each probe's source once, where first asked, its last value
+        for k, value in asked:
+            seen[plan.probes[k]] = value
         got_text = ", ".join(f"{src} = {short(repr(v), limit)}" for src, v in seen.items())
         diff = {"expected": short(plan.source, limit), "got": short(got_text, limit)}
         return TestResult("wrong_answer", diff=diff)
@@ -141,6 +146,10 @@ def judge_cpp_fn(run: RunResult, tests: FnTests, config: CodeConfig) -> list[Tes
     return results
 
 
+_NO_EXIT: dict[str, Any] = {}
+"""A test with no exit line (read only, never written)."""
+
+
 def _judge_harness(
     runs: Sequence[ExecutionResult],
     out: _HarnessOutput,
@@ -153,16 +162,17 @@ def _judge_harness(
     last = runs[-1]
     unfinished: TestStatus = FAILED_RUN.get(last.status, "runtime_error")
     results = []
+    values, exits = out.values, out.exits
     for i in range(count_tests(tests)):
-        exit_info = out.exits.get(i, {})
-        cpu = out.values.get(i, exit_info).get("cpu_s", 0.0)
+        exit_info = exits.get(i, _NO_EXIT)
+        msg = values.get(i)
+        cpu = (exit_info if msg is None else msg).get("cpu_s", 0.0)
         time = float(cpu) if isinstance(cpu, (int, float)) else 0.0
         if out.fatal is not None and i >= out.fatal_from:
             result = TestResult("runtime_error", error=out.fatal)
         elif i in out.tampered:
             result = TestResult("runtime_error", error="result reported twice")
-        elif i in out.values:
-            msg = out.values[i]
+        elif msg is not None:
             if "too_large" in msg:
                 result = TestResult("output_limit", error="return value too large")
             elif isinstance(msg.get("values"), list):
@@ -179,6 +189,16 @@ def _judge_harness(
         result.time = time
         results.append(result)
     return results
+
+
+def _merge(merged: _HarnessOutput, out: _HarnessOutput) -> None:
+    """A later run's results into the earlier ones'; an index reported again is void."""
+    for table, merged_table in ((out.values, merged.values), (out.exits, merged.exits)):
+        for i, msg in table.items():
+            if i in merged_table:
+                merged.tampered.add(i)
+            merged_table[i] = msg
+    merged.tampered |= out.tampered
 
 
 def _run_harness(
@@ -205,14 +225,12 @@ def _run_harness(
                 f"sandbox {sandbox.name!r} returned {len(run.executions)} results for 1 execution"
             )
         (ex,) = run.executions
-        runs.append(ex)
         out = _read_harness(ex.stdout)
-        for table, merged_table in ((out.values, merged.values), (out.exits, merged.exits)):
-            for i, msg in table.items():
-                if i in merged_table:
-                    merged.tampered.add(i)
-                merged_table[i] = msg
-        merged.tampered |= out.tampered
+        if runs:
+            _merge(merged, out)
+        else:  # the first run: nothing to merge it with
+            merged = out
+        runs.append(ex)
         if out.fatal is not None:
             merged.fatal, merged.fatal_from = out.fatal, first
             break
@@ -244,10 +262,18 @@ def _run_harness(
     return runs, merged
 
 
-def run_python_tests(
-    source: bytes, tests: FnTests | AssertTests, config: CodeConfig, sandbox: SandboxBackend
-) -> tuple[list[TestResult], list[ExecutionResult]]:
-    """Python fn_name or asserts tests: the harness's runs, and each test's result."""
+_JOBS: Cache[int, tuple[FnTests | AssertTests, list[AssertPlan], dict[str, Any]]] = Cache(
+    "code.harness_jobs", 256
+)
+"""The harness's job and the assert plans of a tests object, by its identity (an entry holds it,
+so the id cannot be reused while it is kept): every item of a reference shares one validated
+object, so its asserts are looked up once per batch, not once per item."""
+
+
+def _job(tests: FnTests | AssertTests) -> tuple[list[AssertPlan], dict[str, Any]]:
+    held = _JOBS.get(id(tests))
+    if held is not None and held[0] is tests:
+        return held[1], held[2]
     plans: list[AssertPlan] = []
     if isinstance(tests, FnTests):
         job: dict[str, Any] = {
@@ -260,5 +286,14 @@ def run_python_tests(
     else:
         plans = [parse_assert(a) for a in tests.asserts]
         job = {"mode": "eval", "setup": tests.setup, "tests": [list(p.probes) for p in plans]}
+    _JOBS.put(id(tests), (tests, plans, job))
+    return plans, job
+
+
+def run_python_tests(
+    source: bytes, tests: FnTests | AssertTests, config: CodeConfig, sandbox: SandboxBackend
+) -> tuple[list[TestResult], list[ExecutionResult]]:
+    """Python fn_name or asserts tests: the harness's runs, and each test's result."""
+    plans, job = _job(tests)
     executions, out = _run_harness(source, job, count_tests(tests), config, sandbox)
     return _judge_harness(executions, out, tests, plans, config), executions

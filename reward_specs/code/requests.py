@@ -83,6 +83,10 @@ def harness_request(
         # The same bytes object every time (cached): a backend sends it to a sandbox once, and
         # the supervisor compiles it once.
         shared_files={PY_HARNESS: runner_source(PY_HARNESS)},
-        executions=[Execution(("python3", "-I", PY_HARNESS, "job.marshal"))],
+        executions=_HARNESS_RUN,
         limits=limits,
     )
+
+
+_HARNESS_RUN = (Execution(("python3", "-I", PY_HARNESS, "job.marshal")),)
+"""The harness's one execution, the same in every request (immutable)."""

@@ -21,10 +21,19 @@ class Malformed(ValueError):
 _MAX_DEPTH = 200
 
 
+_PLAIN: frozenset[type] = frozenset({bool, int, float, str, type(None)})
+"""The exact types JSON decodes scalars to; a subclass takes the general path."""
+
+
 def decode(tagged: Any, depth: int = 0) -> Any:
     if depth > _MAX_DEPTH:
         raise Malformed("nested too deeply")
     d = depth + 1
+    kind = type(tagged)
+    if kind in _PLAIN:
+        return tagged
+    if kind is list:
+        return _decode_items(tagged, d)
     if tagged is None or isinstance(tagged, (bool, int, float, str)):
         return tagged
     if isinstance(tagged, list):
@@ -35,7 +44,7 @@ def decode(tagged: Any, depth: int = 0) -> Any:
     try:
         match tag:
             case "tuple":
-                return tuple(decode(v, d) for v in _list(body))
+                return tuple(_decode_items(_list(body), d))
             case "set":
                 return {decode(v, d) for v in _list(body)}
             case "frozenset":
@@ -59,6 +68,13 @@ def decode(tagged: Any, depth: int = 0) -> Any:
     except (TypeError, ValueError) as exc:  # unhashable keys, bad hex, wrong arity
         raise Malformed(f"bad {tag}: {exc}") from None
     raise Malformed(f"unknown tag {tag!r}")
+
+
+def _decode_items(items: list[Any], depth: int) -> list[Any]:
+    """`[decode(v, depth) for v in items]`, a scalar taken as it is without a call."""
+    if depth > _MAX_DEPTH:
+        return [decode(v, depth) for v in items]
+    return [v if type(v) in _PLAIN else decode(v, depth) for v in items]
 
 
 def _list(body: Any) -> list[Any]:

@@ -8,7 +8,6 @@ import atexit
 import builtins
 import io
 import os
-import shutil
 import sys
 import traceback  # imported here, once, for the forked Python programs (see _python_main)
 import types
@@ -44,6 +43,34 @@ _PY_SIGNALS = (
 """The signal handlers `python3` starts with (that it sets itself)."""
 
 
+def _which(name: str, path: str | None) -> str | None:
+    """`shutil.which(name, path=path)` for a `name` without a "/", on POSIX, written out: the
+    supervisor does not import `shutil` (with `bz2`, `lzma` and `zlib`, whose libraries every
+    fork would then copy the mappings of)."""
+    if path is None:
+        path = os.environ.get("PATH")
+        if path is None:
+            try:
+                path = os.confstr("CS_PATH")
+            except (AttributeError, ValueError):
+                path = os.defpath
+    if not path:
+        return None
+    seen: set[str] = set()
+    for folder in path.split(os.pathsep):
+        if folder in seen:
+            continue
+        seen.add(folder)
+        candidate = os.path.join(folder, name)
+        if (
+            os.path.exists(candidate)
+            and os.access(candidate, os.F_OK | os.X_OK)
+            and not os.path.isdir(candidate)
+        ):
+            return candidate
+    return None
+
+
 def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _Invocation | None:
     """(flags, script, code, args, None) when `argv`, run in `workdir`, runs this very
     interpreter on a script or `-c`.
@@ -54,7 +81,7 @@ def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _I
     if "/" in exe:
         found: str | None = os.path.join(workdir, exe)  # an absolute exe stays as it is
     else:
-        found = shutil.which(exe, path=env.get("PATH"))
+        found = _which(exe, env.get("PATH"))
     if not _EXECUTABLE:
         _EXECUTABLE.append(os.path.realpath(sys.executable))
     if found is None or os.path.realpath(found) != _EXECUTABLE[0]:

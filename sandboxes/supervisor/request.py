@@ -9,7 +9,6 @@ import contextlib
 import errno
 import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -65,6 +64,14 @@ def _ipc_objects_left() -> bool:
     return False
 
 
+def _rmtree(path: str, ignore_errors: bool = False) -> None:
+    """`shutil.rmtree`, imported on first use: only a run that leaves a directory behind needs
+    it, and every fork of a supervisor that loaded it copies the mappings of its libraries."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=ignore_errors)
+
+
 def _remove_tree(path: str) -> None:
     """Remove the directory `path` and what it holds (never following a symbolic link): a
     directory of plain files, as a run usually leaves its work directory, with a call per
@@ -74,7 +81,7 @@ def _remove_tree(path: str) -> None:
     except FileNotFoundError:
         return
     except OSError:
-        shutil.rmtree(path, ignore_errors=True)
+        _rmtree(path, ignore_errors=True)
         return
     try:
         # listdir of the path: of the descriptor it would dup it and reset its flags (the run's
@@ -84,7 +91,7 @@ def _remove_tree(path: str) -> None:
             os.unlink(name, dir_fd=fd)  # a directory fails (EISDIR): then rmtree below
         os.rmdir(path)
     except OSError:
-        shutil.rmtree(path, ignore_errors=True)
+        _rmtree(path, ignore_errors=True)
     finally:
         os.close(fd)
 
@@ -97,7 +104,7 @@ def _empty_dir(path: str) -> None:
     for name in names:
         full = os.path.join(path, name)
         if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full, ignore_errors=True)
+            _rmtree(full, ignore_errors=True)
         else:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(full)
@@ -112,7 +119,7 @@ def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     try:
         os.mkdir(workdir, 0o700)
     except FileExistsError:  # not removed after the last request
-        shutil.rmtree(workdir)
+        _rmtree(workdir)
         os.mkdir(workdir, 0o700)
     uid, gid = cfg["run_uid"], cfg["run_gid"]
     owner = None

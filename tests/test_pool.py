@@ -5,8 +5,11 @@ These run a real server with misbehaving scorers (tests/pool_scorers.py) beside 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -207,3 +210,42 @@ def test_a_stuck_item_is_killed_even_after_its_request_gave_up(
             time.sleep(0.1)
         (after,) = score(client, sleepy(1, 0.0))
     assert after["status"] == "ok" and after["score"] == 1.0
+
+
+_EARLY_STOP = """
+import json, logging, multiprocessing, sys, time
+from service.dispatch.pool import WorkerPool
+
+errors = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        if record.levelno >= logging.ERROR:
+            errors.append(record.getMessage())
+
+logging.getLogger("service.dispatch.pool").addHandler(Keep())
+pool = WorkerPool(1, registry_path=sys.argv[1], spec_dirs=[sys.argv[2]])
+pool.start()
+while not pool._spawning:  # the first worker start: it waits for the fork server's warm-up
+    time.sleep(0.001)
+pool.stop(timeout=0.2)
+alive = pool._thread is not None and pool._thread.is_alive()
+print(json.dumps({"errors": errors, "manager_alive": alive,
+                  "workers": len(multiprocessing.active_children())}))
+"""
+
+
+def test_a_stop_during_the_first_worker_start_is_orderly() -> None:
+    # A fresh interpreter, so that its fork server is cold: the manager's first worker start
+    # waits for the fork server to import and warm the registry, far longer than the timeout.
+    root = Path(__file__).parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", _EARLY_STOP, Settings().registry, str(SPEC_DIR)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report == {"errors": [], "manager_alive": False, "workers": 0}

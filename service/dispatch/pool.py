@@ -181,17 +181,31 @@ class WorkerPool:
         return [w.process.pid for w in self._workers if w.process.pid is not None and w.ready]
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the manager and the workers within about `timeout` seconds, even if the manager
-        is wedged or gone (then the workers are killed from here)."""
+        """Stop the manager and the workers within about `timeout` seconds (after the worker
+        start it may be in), even if the manager is wedged or gone (then the workers are killed
+        from here)."""
         self._stopping = True
         self._inbox.put(None)
         self._wake()
         thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-            if thread.is_alive() or self._workers:
-                log.error("worker pool manager did not stop in %.1fs; killing workers", timeout)
-                self._kill_workers()
+        if thread is not None and (not self._join_manager(thread, timeout) or self._workers):
+            log.error("worker pool manager did not stop in %.1fs; killing workers", timeout)
+            self._kill_workers()
+
+    def _join_manager(self, thread: threading.Thread, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the stopping manager to end, counted from the end
+        of the worker start it may be in (a first start waits for the fork server's warm-up: a
+        manager in it is busy, not wedged), and never longer than `stall_s`. True if it ended."""
+        now = time.monotonic()
+        give_up, end = now + self.stall_s, now + timeout
+        while thread.is_alive():
+            now = time.monotonic()
+            if self._spawning:
+                end = now + timeout
+            if now >= min(end, give_up):
+                return False
+            thread.join(min(0.05, end - now))
+        return True
 
     # ------------------------------------------------------------------ manager thread only
 

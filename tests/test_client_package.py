@@ -4,6 +4,7 @@ take (httpx and pydantic; never the server's stack)."""
 from __future__ import annotations
 
 import email
+import inspect
 import subprocess
 import sys
 import types
@@ -11,6 +12,9 @@ import zipfile
 from pathlib import Path
 
 import proctor_client
+from proctor_client import AsyncProctorClient, ProctorClient
+from proctor_client._async_client import AsyncJobs
+from proctor_client._sync_client import Jobs
 
 CLIENTS = Path(__file__).parent.parent / "clients"
 
@@ -69,3 +73,24 @@ def test_importing_the_sdk_and_its_integrations_loads_no_server_code() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=120, cwd=CLIENTS)
+
+
+def test_the_blocking_faces_say_what_the_async_classes_say() -> None:
+    # help(ProctorClient) must not send its reader to another class for the details.
+    for face, inner in ((ProctorClient, AsyncProctorClient), (Jobs, AsyncJobs)):
+        assert inner.__doc__ and inner.__doc__ in (face.__doc__ or "")
+        coroutines = [
+            name
+            for name, member in vars(inner).items()
+            if inspect.iscoroutinefunction(member) and not name.startswith("_")
+        ]
+        for name in coroutines:
+            if name == "aclose":  # the blocking `close` also stops the client's loop
+                assert ProctorClient.close.__doc__
+                continue
+            method, original = getattr(face, name), getattr(inner, name)
+            assert not inspect.iscoroutinefunction(method)
+            assert method.__doc__ and method.__doc__ == original.__doc__
+            assert inspect.signature(method) == inspect.signature(original)
+            assert method.__qualname__ == f"{face.__qualname__}.{name}"
+    assert ProctorClient.reached.__doc__

@@ -121,6 +121,7 @@ class AsyncProctorClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Close the client's connections."""
         await self._http.aclose()
 
     async def score(

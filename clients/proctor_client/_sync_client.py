@@ -76,9 +76,18 @@ def _blocking(
     return call
 
 
+def _blocking_doc(inner: type, lead: str) -> str:
+    """`lead` (its later lines indented as a class docstring's), then the async class's whole
+    docstring: a blocking face does what its async class does, and `help()` says it on both."""
+    return f"{lead}\n\n    {inner.__doc__ or ''}"
+
+
 class ProctorClient(_Blocking[AsyncProctorClient]):
-    """A blocking client of one Proctor server; see `AsyncProctorClient` for what each argument
-    and method does. `transport` may be blocking (`httpx.BaseTransport`) or async."""
+    __doc__ = _blocking_doc(
+        AsyncProctorClient,
+        "A blocking client of one Proctor server: `AsyncProctorClient`, run on a loop of its\n"
+        "    own. `transport` may be blocking (`httpx.BaseTransport`) or async.",
+    )
 
     def __init__(
         self,
@@ -120,6 +129,7 @@ class ProctorClient(_Blocking[AsyncProctorClient]):
         return self._inner.reached
 
     def close(self) -> None:
+        """Close the connections, then the client's loop and its thread."""
         self._loop.run(self._inner.aclose())
         self._loop.stop()
 
@@ -136,7 +146,7 @@ class ProctorClient(_Blocking[AsyncProctorClient]):
 
 
 class Jobs(_Blocking[AsyncJobs]):
-    """`AsyncJobs`, blocking."""
+    __doc__ = _blocking_doc(AsyncJobs, "`AsyncJobs`, blocking (a client's `jobs`).")
 
     submit = _blocking(AsyncJobs.submit)
     get = _blocking(AsyncJobs.get)

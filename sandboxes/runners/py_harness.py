@@ -54,6 +54,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+_process_time = time.process_time
+"""Bound once, as are the other calls each test makes: the harness usually runs in a fork of the
+sandbox's supervisor, where each `module.name` its cold code evaluates writes to (copies the page
+of) the `name` string; a global does not."""
+_isfinite = math.isfinite
 _MARK = "\x1ePROCTOR "
 _MAX_DEPTH = 200
 _BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than a test)
@@ -63,12 +68,24 @@ _BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than
 _UTF8 = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ASCII = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """`json.dumps` with these options, made once: `dumps` would build an encoder for every line."""
+_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without `_json`
+_UTF8_ARGS = (_UTF8.default, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+"""What `_UTF8.encode` passes to the C encoder it makes (after a fresh `markers` dict)."""
+
+
+def _utf8_json(value: Any) -> str:
+    """`_UTF8.encode(value)` for the dicts the harness writes: the C encoder it would make, made
+    here. `encode`'s own Python code, run once in each forked child, costs it more pages of the
+    supervisor's memory (written, so copied) than the encoding itself."""
+    if _C_ENCODER is None:
+        return _UTF8.encode(value)
+    return "".join(_C_ENCODER({}, *_UTF8_ARGS)(value, 0))
 
 
 def dumps(value: Any) -> str:
     """JSON text of what `encode` returns (and of the harness's own messages): non-ASCII text as
     UTF-8, or as ASCII escapes when it holds lone surrogates, which UTF-8 cannot carry."""
-    text = _UTF8.encode(value)
+    text = _utf8_json(value) if type(value) is dict else _UTF8.encode(value)
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -114,7 +131,7 @@ def encode(value: Any, depth: int = 0) -> Any:
         return i if -_BIG_INT[0] < i < _BIG_INT[0] else {"int": hex(i)}
     if isinstance(value, float):
         f = float.__float__(value)
-        return f if math.isfinite(f) else {"float": repr(f)}
+        return f if _isfinite(f) else {"float": repr(f)}
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, list):
@@ -169,7 +186,7 @@ def _outcome(probe: Callable[[], Any], typed: bool = False) -> dict[str, Any]:
 
 def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], limit: int) -> str:
     """Test i's result line (JSON), evaluated in this process."""
-    started = time.process_time()
+    started = _process_time()
     values: list[dict[str, Any]] = []
     probes: list[Callable[[], Any]]
     if mode == "call":
@@ -183,7 +200,7 @@ def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], 
         ]
     for probe in probes:
         values.append(_outcome(probe))
-    cpu_s = round(time.process_time() - started, 6)
+    cpu_s = round(_process_time() - started, 6)
     try:
         line = dumps({"i": i, "values": values, "cpu_s": cpu_s})
     except (TypeError, RecursionError) as exc:

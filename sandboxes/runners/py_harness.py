@@ -59,6 +59,7 @@ _process_time = time.process_time
 sandbox's supervisor, where each `module.name` its cold code evaluates writes to (copies the page
 of) the `name` string; a global does not."""
 _isfinite = math.isfinite
+_FileIO, _loads = io.FileIO, marshal.loads
 _MARK = "\x1ePROCTOR "
 _MAX_DEPTH = 200
 _BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than a test)
@@ -96,7 +97,7 @@ def dumps(value: Any) -> str:
 
 def _read(path: str) -> bytes:
     """The file's bytes, read by one raw file object (no buffered or text-mode machinery)."""
-    with io.FileIO(path) as f:
+    with _FileIO(path) as f:
         return f.readall()
 
 
@@ -269,7 +270,7 @@ def main() -> None:
         return
     out = os.dup(1)
     os.dup2(2, 1)  # the program's own prints go to stderr
-    job = marshal.loads(_read(sys.argv[1]))
+    job = _loads(_read(sys.argv[1]))
     mode, tests, limit = job["mode"], job["tests"], int(job["max_value_bytes"])
     namespace: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
     stage = "prelude"

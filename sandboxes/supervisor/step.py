@@ -20,6 +20,7 @@ import time
 # `name` string, while a global does not.
 from os import O_CLOEXEC, O_WRONLY
 from os import chdir as _chdir
+from os import close as _os_close
 from os import closerange as _closerange
 from os import dup2 as _dup2
 from os import geteuid as _geteuid
@@ -28,6 +29,7 @@ from os import setgid as _setgid
 from os import setgroups as _setgroups
 from os import setsid as _setsid
 from os import setuid as _setuid
+from os import write as _os_write
 from resource import RLIM_INFINITY as _RLIM_INFINITY
 from resource import RLIMIT_AS as _RLIMIT_AS
 from resource import RLIMIT_CORE as _RLIMIT_CORE
@@ -149,9 +151,9 @@ def _child(
             try:
                 adj = _os_open("/proc/self/oom_score_adj", _O_WRONLY_CLOEXEC)
                 try:
-                    os.write(adj, b"1000")
+                    _os_write(adj, b"1000")
                 finally:
-                    os.close(adj)
+                    _os_close(adj)
             except OSError:
                 pass
         _dup2(stdin_r, 0)
@@ -159,7 +161,7 @@ def _child(
         _dup2(stderr_w, 2)
         # Close-on-exec in the same call (dup3: err_w is never 3, the pipes made before it in
         # `_spawn` took the lowest free descriptors).
-        _dup2(err_w, 3, inheritable=False)
+        _dup2(err_w, 3, False)  # not inheritable (by position: keywords cost the child more)
         _closerange(4, 65536)
         if invocation is None:  # a forked `python3` keeps ignoring them, as `python3` does
             _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)

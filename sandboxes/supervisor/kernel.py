@@ -10,7 +10,8 @@ _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc_prctl = _libc.prctl
-"""Resolved once: in a forked child, `_libc.prctl` would run (and write to) `CDLL.__getattr__`."""
+"""Resolved once: each `_libc.prctl` lookup in a forked child writes to `CDLL.__getattr__`, which
+the attribute hook holds a reference to while it looks."""
 
 
 def _prctl(option: int, value: int) -> None:

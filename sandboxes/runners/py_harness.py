@@ -69,9 +69,24 @@ _BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than
 _UTF8 = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ASCII = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """`json.dumps` with these options, made once: `dumps` would build an encoder for every line."""
-_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without `_json`
 _UTF8_ARGS = (_UTF8.default, json.encoder.encode_basestring, None, ":", ",", False, False, False)
 """What `_UTF8.encode` passes to the C encoder it makes (after a fresh `markers` dict)."""
+
+
+def _c_encoder() -> Any:
+    """`json`'s C encoder maker, if it takes `_UTF8_ARGS` as `_UTF8.encode` would pass them
+    (checked once, on a sample line), else None (then `dumps` calls `_UTF8.encode` itself)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    sample = {"i": 0, "values": [{"ok": [1, 2.5, "\u00e9", None, True]}], "cpu_s": 0.0}
+    try:
+        if make is not None and "".join(make({}, *_UTF8_ARGS)(sample, 0)) == _UTF8.encode(sample):
+            return make
+    except Exception:  # noqa: BLE001 - a `json` whose C encoder is made otherwise
+        return None
+    return None
+
+
+_C_ENCODER = _c_encoder()
 
 
 def _utf8_json(value: Any) -> str:

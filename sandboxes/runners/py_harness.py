@@ -54,6 +54,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+_process_time = time.process_time
+"""Bound once, as are the other calls each test makes: the harness usually runs in a fork of the
+sandbox's supervisor, where each `module.name` its cold code evaluates writes to (copies the page
+of) the `name` string; a global does not."""
+_isfinite = math.isfinite
+_FileIO, _loads = io.FileIO, marshal.loads
 _MARK = "\x1ePROCTOR "
 _MAX_DEPTH = 200
 _BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than a test)
@@ -63,12 +69,39 @@ _BIG_INT: list[int] = []  # 10**4000, made when first needed (it costs more than
 _UTF8 = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ASCII = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """`json.dumps` with these options, made once: `dumps` would build an encoder for every line."""
+_UTF8_ARGS = (_UTF8.default, json.encoder.encode_basestring, None, ":", ",", False, False, False)
+"""What `_UTF8.encode` passes to the C encoder it makes (after a fresh `markers` dict)."""
+
+
+def _c_encoder() -> Any:
+    """`json`'s C encoder maker, if it takes `_UTF8_ARGS` as `_UTF8.encode` would pass them
+    (checked once, on a sample line), else None (then `dumps` calls `_UTF8.encode` itself)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    sample = {"i": 0, "values": [{"ok": [1, 2.5, "\u00e9", None, True]}], "cpu_s": 0.0}
+    try:
+        if make is not None and "".join(make({}, *_UTF8_ARGS)(sample, 0)) == _UTF8.encode(sample):
+            return make
+    except Exception:  # noqa: BLE001 - a `json` whose C encoder is made otherwise
+        return None
+    return None
+
+
+_C_ENCODER = _c_encoder()
+
+
+def _utf8_json(value: Any) -> str:
+    """`_UTF8.encode(value)` for the dicts the harness writes: the C encoder it would make, made
+    here. `encode`'s own Python code, run once in each forked child, costs it more pages of the
+    supervisor's memory (written, so copied) than the encoding itself."""
+    if _C_ENCODER is None:
+        return _UTF8.encode(value)
+    return "".join(_C_ENCODER({}, *_UTF8_ARGS)(value, 0))
 
 
 def dumps(value: Any) -> str:
     """JSON text of what `encode` returns (and of the harness's own messages): non-ASCII text as
     UTF-8, or as ASCII escapes when it holds lone surrogates, which UTF-8 cannot carry."""
-    text = _UTF8.encode(value)
+    text = _utf8_json(value) if type(value) is dict else _UTF8.encode(value)
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -79,7 +112,7 @@ def dumps(value: Any) -> str:
 
 def _read(path: str) -> bytes:
     """The file's bytes, read by one raw file object (no buffered or text-mode machinery)."""
-    with io.FileIO(path) as f:
+    with _FileIO(path) as f:
         return f.readall()
 
 
@@ -114,7 +147,7 @@ def encode(value: Any, depth: int = 0) -> Any:
         return i if -_BIG_INT[0] < i < _BIG_INT[0] else {"int": hex(i)}
     if isinstance(value, float):
         f = float.__float__(value)
-        return f if math.isfinite(f) else {"float": repr(f)}
+        return f if _isfinite(f) else {"float": repr(f)}
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, list):
@@ -169,7 +202,7 @@ def _outcome(probe: Callable[[], Any], typed: bool = False) -> dict[str, Any]:
 
 def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], limit: int) -> str:
     """Test i's result line (JSON), evaluated in this process."""
-    started = time.process_time()
+    started = _process_time()
     values: list[dict[str, Any]] = []
     probes: list[Callable[[], Any]]
     if mode == "call":
@@ -183,7 +216,7 @@ def _run_test(i: int, mode: str, test: Any, fn: Any, namespace: dict[str, Any], 
         ]
     for probe in probes:
         values.append(_outcome(probe))
-    cpu_s = round(time.process_time() - started, 6)
+    cpu_s = round(_process_time() - started, 6)
     try:
         line = dumps({"i": i, "values": values, "cpu_s": cpu_s})
     except (TypeError, RecursionError) as exc:
@@ -252,7 +285,7 @@ def main() -> None:
         return
     out = os.dup(1)
     os.dup2(2, 1)  # the program's own prints go to stderr
-    job = marshal.loads(_read(sys.argv[1]))
+    job = _loads(_read(sys.argv[1]))
     mode, tests, limit = job["mode"], job["tests"], int(job["max_value_bytes"])
     namespace: dict[str, Any] = {"__name__": "solution", "__builtins__": __builtins__}
     stage = "prelude"

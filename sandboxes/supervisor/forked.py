@@ -15,6 +15,17 @@ from typing import Any, NoReturn
 
 from .kernel import _PR_SET_DUMPABLE, _prctl
 
+# Called by the forked child by global name: there, in code run cold, each `module.name` writes to
+# (copies the page of) the `name` string.
+_atexit_clear = atexit._clear
+_getsignal = _signal.getsignal
+_getrecursionlimit, _setrecursionlimit, _getframe = (
+    sys.getrecursionlimit,
+    sys.setrecursionlimit,
+    sys._getframe,
+)
+_os_close = os.close
+
 _Invocation = tuple[
     frozenset[str],
     str | None,
@@ -232,12 +243,12 @@ def _become_python(
     """Give this forked child the process and interpreter state of a fresh `python3` about to
     run `script` (None: `-c`); returns its `__main__` module (`main` if the supervisor made it)."""
     _prctl(_PR_SET_DUMPABLE, 1)  # it is the program's process now
-    atexit._clear()
+    _atexit_clear()
     if _ADOPTED_ENV[0] is not env:
         os.environ.clear()
         os.environ.update(env)
     for sig, handler in _PY_SIGNALS:
-        if _signal.getsignal(sig) != handler:  # usually the supervisor's own already
+        if _getsignal(sig) != handler:  # usually the supervisor's own already
             _signal.signal(sig, handler)
     path = _SPARE_PATHS.get("S" in flags) or list(_STDLIB_PATH if "S" in flags else _SITE_PATH)
     if "I" not in flags:
@@ -306,7 +317,7 @@ def _own_depth() -> int:
     object made on the way is memory the child writes)."""
     expected = _DEPTH[0] if _DEPTH else 0
     try:
-        if expected and sys._getframe(expected).f_back is None:
+        if expected and _getframe(expected).f_back is None:
             return expected
     except ValueError:  # not that deep
         pass
@@ -322,14 +333,14 @@ def _python_main(
     flags, script, code, args, compiled, preloaded = invocation
     main = _become_python(flags, script, args, env, preloaded)
     # The program starts this many frames deep: give them back to its recursion limit.
-    sys.setrecursionlimit(sys.getrecursionlimit() + _own_depth() + 1)  # + the exec() call itself
+    _setrecursionlimit(_getrecursionlimit() + _own_depth() + 1)  # + the exec() call itself
     # A shared file the supervisor compiled already (`compiled`) is unchanged since.
     filename: str = ""
     source: bytes | str = ""
     if compiled is None:
         filename = os.path.abspath(script) if script is not None else "<string>"
         source = _program_source(program, script, code)
-    os.close(3)  # the exec-error pipe: from here on, failures are the program's
+    _os_close(3)  # the exec-error pipe: from here on, failures are the program's
     status = 0
     try:
         # compile() here, not in a helper: a traceback shows no frame of ours (tb_next below)

@@ -9,11 +9,38 @@ import contextlib
 import fcntl
 import gc
 import math
+import operator
 import os
-import resource
 import select
 import signal
 import time
+
+# What the forked child calls (`_child`), imported by name: that child runs its code cold (never
+# specialised), and there each `module.name` it evaluates writes to (copies the page of) the
+# `name` string, while a global does not.
+from os import O_CLOEXEC, O_WRONLY
+from os import chdir as _chdir
+from os import close as _os_close
+from os import closerange as _closerange
+from os import dup2 as _dup2
+from os import geteuid as _geteuid
+from os import open as _os_open
+from os import setgid as _setgid
+from os import setgroups as _setgroups
+from os import setsid as _setsid
+from os import setuid as _setuid
+from os import write as _os_write
+from resource import RLIM_INFINITY as _RLIM_INFINITY
+from resource import RLIMIT_AS as _RLIMIT_AS
+from resource import RLIMIT_CORE as _RLIMIT_CORE
+from resource import RLIMIT_CPU as _RLIMIT_CPU
+from resource import RLIMIT_FSIZE as _RLIMIT_FSIZE
+from resource import RLIMIT_MSGQUEUE as _RLIMIT_MSGQUEUE
+from resource import RLIMIT_NOFILE as _RLIMIT_NOFILE
+from resource import RLIMIT_NPROC as _RLIMIT_NPROC
+from resource import RLIMIT_STACK as _RLIMIT_STACK
+from resource import getrlimit as _getrlimit
+from resource import setrlimit as _setrlimit
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from .forked import _adopt_environ, _Invocation, _python_invocation, _python_main, _spare_streams
@@ -68,13 +95,43 @@ def check_oom_adj() -> None:
         _OOM_ADJ_WRITABLE = False
 
 
+_O_WRONLY_CLOEXEC = O_WRONLY | O_CLOEXEC
+_CHILD_FIELDS = operator.itemgetter(
+    *(StepContext._fields.index(f) for f in ("limits", "cfg", "cpu_s", "workdir", "argv", "env"))
+)
+"""(limits, cfg, cpu_s, workdir, argv, env) of a `StepContext`, in one call: each attribute
+the child reads instead writes to its descriptor and its name."""
+
+
 def _set_rlimit(which: int, value: int) -> None:
     try:
-        resource.setrlimit(which, (value, value))
+        _setrlimit(which, (value, value))
     except (ValueError, OSError):
-        _, hard = resource.getrlimit(which)
-        capped = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (capped, hard))
+        _, hard = _getrlimit(which)
+        capped = value if hard == _RLIM_INFINITY else min(value, hard)
+        _setrlimit(which, (capped, hard))
+
+
+def _confine(limits: dict[str, Any], cfg: SupervisorConfig, cpu_s: float) -> None:
+    """The child's rlimits, then its uid and gid (the run user's, when the supervisor is root)."""
+    # A backstop a second or more past the budget: the supervisor's polling acts first.
+    cpu_limit = int(cpu_s) + 2
+    _setrlimit(_RLIMIT_CPU, (cpu_limit, cpu_limit + 1))
+    memory = int(limits["memory_bytes"])
+    _set_rlimit(_RLIMIT_AS, int(limits.get("address_space_bytes") or memory))
+    _set_rlimit(_RLIMIT_FSIZE, int(limits["file_size_bytes"]))
+    _set_rlimit(_RLIMIT_NOFILE, cfg["nofile"])
+    _set_rlimit(_RLIMIT_CORE, 0)
+    # No POSIX message queue can be made: one would outlive the run, readable by the next.
+    _set_rlimit(_RLIMIT_MSGQUEUE, 0)
+    _set_rlimit(_RLIMIT_STACK, int(limits.get("stack_bytes") or min(memory, 256 * 1024 * 1024)))
+    if cfg["set_nproc"]:
+        _set_rlimit(_RLIMIT_NPROC, int(limits["max_processes"]))
+    uid, gid = cfg["run_uid"], cfg["run_gid"]
+    if uid is not None and _geteuid() == 0:
+        _setgroups([])
+        _setgid(uid if gid is None else gid)
+        _setuid(uid)
 
 
 def _child(
@@ -84,54 +141,37 @@ def _child(
     `invocation`, decided by the parent). Never returns.
 
     Every page this child writes to is a copy-on-write fault, so it runs as little Python as it
-    can: no text-mode `open` (codec and locale machinery), no path resolution."""
+    can: no text-mode `open` (codec and locale machinery), no path resolution, no module
+    attributes (see `_setrlimit` and the other names bound above)."""
     stdin_r, stdout_w, stderr_w, err_w = fds
-    limits, cfg = ctx.limits, ctx.cfg
+    limits, cfg, cpu_s, workdir, argv, env = _CHILD_FIELDS(ctx)
     try:
-        os.setsid()
+        _setsid()
         if _OOM_ADJ_WRITABLE:
             try:
-                adj = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+                adj = _os_open("/proc/self/oom_score_adj", _O_WRONLY_CLOEXEC)
                 try:
-                    os.write(adj, b"1000")
+                    _os_write(adj, b"1000")
                 finally:
-                    os.close(adj)
+                    _os_close(adj)
             except OSError:
                 pass
-        os.dup2(stdin_r, 0)
-        os.dup2(stdout_w, 1)
-        os.dup2(stderr_w, 2)
+        _dup2(stdin_r, 0)
+        _dup2(stdout_w, 1)
+        _dup2(stderr_w, 2)
         # Close-on-exec in the same call (dup3: err_w is never 3, the pipes made before it in
         # `_spawn` took the lowest free descriptors).
-        os.dup2(err_w, 3, inheritable=False)
-        os.closerange(4, 65536)
+        _dup2(err_w, 3, False)  # not inheritable (by position: keywords cost the child more)
+        _closerange(4, 65536)
         if invocation is None:  # a forked `python3` keeps ignoring them, as `python3` does
             _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
             _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
-        # A backstop a second or more past the budget: the supervisor's polling acts first.
-        cpu_limit = int(ctx.cpu_s) + 2
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, cpu_limit + 1))
-        address_space = limits.get("address_space_bytes") or limits["memory_bytes"]
-        _set_rlimit(resource.RLIMIT_AS, int(address_space))
-        _set_rlimit(resource.RLIMIT_FSIZE, int(limits["file_size_bytes"]))
-        _set_rlimit(resource.RLIMIT_NOFILE, cfg["nofile"])
-        _set_rlimit(resource.RLIMIT_CORE, 0)
-        # No POSIX message queue can be made: one would outlive the run, readable by the next.
-        _set_rlimit(resource.RLIMIT_MSGQUEUE, 0)
-        stack = min(int(limits["memory_bytes"]), 256 * 1024 * 1024)
-        _set_rlimit(resource.RLIMIT_STACK, int(limits.get("stack_bytes") or stack))
-        if cfg["set_nproc"]:
-            _set_rlimit(resource.RLIMIT_NPROC, int(limits["max_processes"]))
-        uid, gid = cfg["run_uid"], cfg["run_gid"]
-        if uid is not None and os.geteuid() == 0:
-            os.setgroups([])
-            os.setgid(uid if gid is None else gid)
-            os.setuid(uid)
+        _confine(limits, cfg, cpu_s)
         # no-new-privileges: set on the supervisor itself, inherited by every child
-        os.chdir(ctx.workdir)
+        _chdir(workdir)
         if invocation is not None:
-            _python_main(ctx.argv[0], invocation, ctx.env)
-        os.execvpe(ctx.argv[0], ctx.argv, ctx.env)
+            _python_main(argv[0], invocation, env)
+        os.execvpe(argv[0], argv, env)
     except BaseException as exc:  # noqa: BLE001 - reported to the supervisor, then exit 127
         try:
             os.write(3, f"{type(exc).__name__}: {exc}".encode("utf-8", "replace"))

@@ -56,10 +56,13 @@ class _Outbox:
         self.buf += data
 
     def flush(self) -> None:
-        data = bytes(self.buf)
-        self.buf.clear()
-        while data:
-            data = data[os.write(self.fd, data) :]
+        buf = self.buf
+        written = os.write(self.fd, buf)  # usually all of it, from the buffer itself (no copy)
+        if written < len(buf):
+            with memoryview(buf) as view:
+                while written < len(buf):
+                    written += os.write(self.fd, view[written:])
+        buf.clear()
 
 
 _KEEP: list[Any] = []
@@ -126,7 +129,8 @@ def _write_skipped(out: _Outbox, index: int) -> None:
 
 def _write_done(out: _Outbox, leftover: int, recycle: bool) -> None:
     """The request's last frame, flushed with those before it."""
-    flag = "true" if recycle else "false"
-    body = f'{{"kind":"done","leftover_processes":{leftover:d},"recycle":{flag}}}'
-    _write_body(out, body.encode("ascii"))
+    _write_body(out, _DONE % (leftover, b"true" if recycle else b"false"))
     out.flush()
+
+
+_DONE = b'{"kind":"done","leftover_processes":%d,"recycle":%s}'

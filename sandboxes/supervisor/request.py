@@ -32,8 +32,8 @@ from .kernel import (
     _prctl,
     install_filter,
 )
-from .shared import _BLOBS, _shared_files
-from .step import StepContext, _run_step, check_oom_adj
+from .shared import request_files
+from .step import _CHUNK, StepContext, _read_some, _run_step, check_oom_adj
 from .tree import _Reaper
 
 if TYPE_CHECKING:
@@ -65,9 +65,10 @@ def _ipc_objects_left() -> bool:
         except OSError:
             continue
         try:
-            head = os.read(fd, 4096)
+            n = _read_some(fd)
         finally:
             os.close(fd)
+        head = _CHUNK[:n]
         if head[head.find(b"\n") + 1 :].strip():
             return True
     return False
@@ -166,9 +167,11 @@ def _prepare_workdir(setup: _Setup, files: dict[str, bytes]) -> str:
                 os.fchmod(fd, 0o700)
             if owner is not None:
                 os.fchown(fd, *owner)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            written = os.write(fd, data)  # usually the whole file at once
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
     if owner is not None:
@@ -204,20 +207,9 @@ def _build_limits(limits: dict[str, Any]) -> dict[str, Any]:
     return limits if build_memory is None else {**limits, "memory_bytes": build_memory}
 
 
-def _request_files(req: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, str]]:
-    """(name -> content of every file of the request, name -> key of its shared files)."""
-    files: dict[str, bytes] = {}
-    for name, b64 in req["files"].items():
-        files[name] = a2b_base64(b64)
-    shared_keys = _shared_files(req.get("shared"))
-    for name, key in shared_keys.items():
-        files[name] = _BLOBS[key]
-    return files, shared_keys
-
-
 def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
     cfg, reaper, env, limits = setup.cfg, setup.reaper, setup.env, req["limits"]
-    files, shared_keys = _request_files(req)
+    files, shared_keys = request_files(req)
     workdir = _prepare_workdir(setup, files)
     leftover = 0
     oom = False

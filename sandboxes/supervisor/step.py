@@ -194,18 +194,30 @@ def _enlarge_pipe(fd: int, cap: int) -> bool:
     return True
 
 
+_CHUNK = bytearray(_READ_CHUNK)
+"""What the supervisor reads a pipe or a /proc file into, the same buffer every time: os.read
+would allocate (and write to) a buffer of the whole size at a new place of the heap each call."""
+_CHUNK_VIEW = memoryview(_CHUNK)
+_CHUNKS = (_CHUNK,)
+
+
+def _read_some(fd: int) -> int:
+    """One read of `fd` into `_CHUNK`; returns how many bytes it holds now (0: end of file)."""
+    return os.readv(fd, _CHUNKS)
+
+
 def _drain(fd: int, buf: bytearray, total: int, cap: int) -> int:
     """Read what is in the (non-blocking) pipe into `buf`, keeping at most `cap` bytes over all
     outputs; returns the new total, which exceeds `cap` when the output limit was passed."""
     while total <= cap:
         try:
-            data = os.read(fd, _READ_CHUNK)
-        except (BlockingIOError, OSError):
+            n = _read_some(fd)
+        except OSError:  # BlockingIOError too: nothing more to read now
             break
-        if not data:
+        if not n:
             break
-        buf += data[: max(cap - total, 0)]
-        total += len(data)
+        buf += _CHUNK_VIEW[: min(n, max(cap - total, 0))]
+        total += n
     return total
 
 
@@ -314,8 +326,8 @@ class _Step:
     def exec_error(self) -> bytes:
         """What the child wrote to the exec-error pipe (nothing once the program started)."""
         data = b""
-        while chunk := os.read(self.exc_r, 4096):
-            data += chunk
+        while n := _read_some(self.exc_r):
+            data += _CHUNK[:n]
         os.close(self.exc_r)
         return data
 

@@ -207,6 +207,25 @@ def _build_limits(limits: dict[str, Any]) -> dict[str, Any]:
     return limits if build_memory is None else {**limits, "memory_bytes": build_memory}
 
 
+def _build_context(
+    build: dict[str, Any], limits: dict[str, Any], workdir: str, setup: _Setup
+) -> StepContext:
+    """The build step: its own CPU limit (`build_cpu_s`), twice that and a second more of wall
+    time, and the build's limits (`_build_limits`)."""
+    cpu = float(limits["build_cpu_s"])
+    return StepContext(
+        build["argv"],
+        a2b_base64(build["stdin"]),
+        workdir,
+        setup.env,
+        _build_limits(limits),
+        cpu,
+        cpu * 2 + 1,
+        setup.reaper,
+        setup.cfg,
+    )
+
+
 def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
     cfg, reaper, env, limits = setup.cfg, setup.reaper, setup.env, req["limits"]
     files, shared_keys = request_files(req)
@@ -217,19 +236,7 @@ def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
         build = req.get("build")
         build_ok = True
         if build is not None:
-            cpu = float(limits["build_cpu_s"])
-            ctx = StepContext(
-                build["argv"],
-                a2b_base64(build["stdin"]),
-                workdir,
-                env,
-                _build_limits(limits),
-                cpu,
-                cpu * 2 + 1,
-                reaper,
-                cfg,
-            )
-            result, _, left = _run_step(ctx)
+            result, _, left = _run_step(_build_context(build, limits, workdir, setup))
             leftover += left
             oom = oom or result[_OOM_KILLED]
             build_ok = result[_STATUS] == "ok"

@@ -227,7 +227,7 @@ def _adopt_environ(env: dict[str, str]) -> None:
     """Make the supervisor's own environment the runs' `env` (the same in every request of a
     sandbox, so it changes once): a forked Python child then need not rebuild `os.environ`,
     which costs it copy-on-write faults. Exec'd programs get `env` explicitly."""
-    if _ADOPTED_ENV[0] != env:
+    if _ADOPTED_ENV[0] is not env and _ADOPTED_ENV[0] != env:  # not compared to itself
         os.environ.clear()
         os.environ.update(env)
     _ADOPTED_ENV[0] = env

@@ -4,36 +4,42 @@ from __future__ import annotations
 
 import json
 import os
-import struct
-from typing import Any, BinaryIO
+from typing import Any, Final
 
 
-def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
-    data = stream.read(n)
-    if data is None or len(data) < n:
-        return None
-    return data
+def _read_exact(fd: int, n: int) -> bytes | None:
+    """`n` bytes from the descriptor `fd`, or None at end of stream. Read with os.read, not a
+    buffered file: the file object's Python-level methods (a socket's `SocketIO.readinto`) and
+    its buffer are memory every request would write to."""
+    data = os.read(fd, n)
+    if len(data) == n:
+        return data
+    buf = bytearray(data)  # a pipe gives at most its capacity at a time
+    while data and len(buf) < n:
+        data = os.read(fd, n - len(buf))
+        buf += data
+    return bytes(buf) if len(buf) == n else None
 
 
-def _read_frame(stream: BinaryIO) -> Any:
-    head = _read_exact(stream, 4)
+def _read_frame(fd: int) -> Any:
+    head = _read_exact(fd, 4)
     if head is None:
         return None
-    (n,) = struct.unpack(">I", head)
-    body = _read_exact(stream, n)
+    body = _read_exact(fd, int.from_bytes(head, "big"))
     if body is None:
         return None
     text = body.decode("utf-8")
     # The backend's frames are compact JSON: the decoder's scanner alone reads them, without the
     # whitespace matching `json.loads` adds; anything else goes to `json.loads`.
     try:
-        obj, end = _DECODER.raw_decode(text)
-    except ValueError:
+        obj, end = _SCAN(text, 0)
+    except (StopIteration, ValueError):
         end = -1
     return obj if end == len(text) else json.loads(text)
 
 
-_DECODER = json.JSONDecoder()
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by its __init__
+"""What `JSONDecoder.raw_decode` calls (the C scanner), without that Python-level method."""
 
 
 class _Outbox:
@@ -50,10 +56,13 @@ class _Outbox:
         self.buf += data
 
     def flush(self) -> None:
-        data = bytes(self.buf)
-        self.buf.clear()
-        while data:
-            data = data[os.write(self.fd, data) :]
+        buf = self.buf
+        written = os.write(self.fd, buf)  # usually all of it, from the buffer itself (no copy)
+        if written < len(buf):
+            with memoryview(buf) as view:
+                while written < len(buf):
+                    written += os.write(self.fd, view[written:])
+        buf.clear()
 
 
 _KEEP: list[Any] = []
@@ -70,54 +79,58 @@ def _write_frame(out: _Outbox, obj: Any, flush: bool = True) -> None:
 
 
 def _write_body(out: _Outbox, body: bytes) -> None:
-    out.write(struct.pack(">I", len(body)))
+    out.write(len(body).to_bytes(4, "big"))
     out.write(body)
 
 
+StepResult = tuple[str, int | None, int | None, bytes, bytes, float, float, bool, bool]
+"""A step's result (`step._run_step`): its fields in the result frame's order, status,
+exit_code, signal, stdout and stderr (base64), cpu_s, wall_s, oom_killed, stopped. A tuple, not
+a dict: no keys to build and look up again for every step."""
+_STATUS: Final = 0
+_OOM_KILLED: Final = 7
+
 _STEP_RESULT = (
-    '{"kind":"result","index":%d,"result":{"status":"%s","exit_code":%s,"signal":%s,'
-    '"stdout":"%s","stderr":"%s","cpu_s":%r,"wall_s":%r,"oom_killed":%s,"stopped":%s}}'
+    b'{"kind":"result","index":%d,"result":{"status":"%s","exit_code":%s,"signal":%s,'
+    b'"stdout":"%s","stderr":"%s","cpu_s":%r,"wall_s":%r,"oom_killed":%s,"stopped":%s}}'
 )
-"""A step's result frame (`step._run_step`'s result), as `_write_frame` would write it."""
-_STEP_RESULT_KEYS = (
-    "status",
-    "exit_code",
-    "signal",
-    "stdout",
-    "stderr",
-    "cpu_s",
-    "wall_s",
-    "oom_killed",
-    "stopped",
-)
+"""A step's result frame, as `_write_frame` would write it (bytes' %r is the float's repr)."""
 
 
-def _write_result(out: _Outbox, index: int, result: dict[str, Any]) -> None:
-    """{"kind": "result", "index": index, "result": result}, not flushed. A step's full result
-    is formatted directly, not through the generic JSON encoder: its strings are a status name
-    and base64, which JSON escapes nothing of, its floats are finite, its codes ints or None."""
-    if tuple(result) != _STEP_RESULT_KEYS:
-        _write_frame(out, {"kind": "result", "index": index, "result": result}, flush=False)
-        return
-    code, sig = result["exit_code"], result["signal"]
+def _json_int(value: int | None) -> bytes:
+    return b"null" if value is None else b"%d" % value
+
+
+def _write_result(out: _Outbox, index: int, result: StepResult) -> None:
+    """{"kind": "result", "index": index, "result": result as a dict}, not flushed. Formatted
+    directly, not through the generic JSON encoder: its strings are a status name and base64,
+    which JSON escapes nothing of, its floats are finite, its codes ints or None."""
+    status, code, sig, stdout, stderr, cpu_s, wall_s, oom_killed, stopped = result
     body = _STEP_RESULT % (
         index,
-        result["status"],
-        "null" if code is None else str(int(code)),
-        "null" if sig is None else str(int(sig)),
-        result["stdout"],
-        result["stderr"],
-        float(result["cpu_s"]),
-        float(result["wall_s"]),
-        "true" if result["oom_killed"] else "false",
-        "true" if result["stopped"] else "false",
+        status.encode(),
+        _json_int(code),
+        _json_int(sig),
+        stdout,
+        stderr,
+        cpu_s,
+        wall_s,
+        b"true" if oom_killed else b"false",
+        b"true" if stopped else b"false",
     )
-    _write_body(out, body.encode("ascii"))
+    _write_body(out, body)
+
+
+def _write_skipped(out: _Outbox, index: int) -> None:
+    """The result frame of a step not run (the build failed, or no budget is left)."""
+    result = {"status": "skipped", "cpu_s": 0.0, "wall_s": 0.0}
+    _write_frame(out, {"kind": "result", "index": index, "result": result}, flush=False)
 
 
 def _write_done(out: _Outbox, leftover: int, recycle: bool) -> None:
     """The request's last frame, flushed with those before it."""
-    flag = "true" if recycle else "false"
-    body = f'{{"kind":"done","leftover_processes":{leftover:d},"recycle":{flag}}}'
-    _write_body(out, body.encode("ascii"))
+    _write_body(out, _DONE % (leftover, b"true" if recycle else b"false"))
     out.flush()
+
+
+_DONE = b'{"kind":"done","leftover_processes":%d,"recycle":%s}'

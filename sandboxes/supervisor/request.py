@@ -4,18 +4,27 @@
 from __future__ import annotations
 
 import base64
-import binascii
-import contextlib
 import errno
 import json
 import os
 import signal
 import sys
-import time
-from typing import TYPE_CHECKING, Any, BinaryIO
+from binascii import a2b_base64  # bound here, as in `step`
+from time import monotonic
+from typing import TYPE_CHECKING, Any
 
 from .forked import _SITE_PATH, _STDLIB_PATH
-from .framing import _KEEP, _Outbox, _read_frame, _write_done, _write_frame, _write_result
+from .framing import (
+    _KEEP,
+    _OOM_KILLED,
+    _STATUS,
+    _Outbox,
+    _read_frame,
+    _write_done,
+    _write_frame,
+    _write_result,
+    _write_skipped,
+)
 from .kernel import (
     _PR_SET_CHILD_SUBREAPER,
     _PR_SET_DUMPABLE,
@@ -23,8 +32,8 @@ from .kernel import (
     _prctl,
     install_filter,
 )
-from .shared import _BLOBS, _shared_files
-from .step import StepContext, _run_step, check_oom_adj
+from .shared import request_files
+from .step import _CHUNK, StepContext, _read_some, _run_step, check_oom_adj
 from .tree import _Reaper
 
 if TYPE_CHECKING:
@@ -56,9 +65,10 @@ def _ipc_objects_left() -> bool:
         except OSError:
             continue
         try:
-            head = os.read(fd, 4096)
+            n = _read_some(fd)
         finally:
             os.close(fd)
+        head = _CHUNK[:n]
         if head[head.find(b"\n") + 1 :].strip():
             return True
     return False
@@ -106,25 +116,45 @@ def _empty_dir(path: str) -> None:
         if os.path.isdir(full) and not os.path.islink(full):
             _rmtree(full, ignore_errors=True)
         else:
-            with contextlib.suppress(FileNotFoundError):
+            try:  # noqa: SIM105 - not contextlib.suppress: more objects each request touches
                 os.unlink(full)
+            except FileNotFoundError:
+                pass
 
 
 _UMASK = [0o777]
 """The supervisor's umask (`main` reads it): what O_CREAT's mode loses."""
 
 
-def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
-    workdir = os.path.join(cfg["work_root"], "work")
+class _Setup:
+    """What every request of this supervisor shares, worked out once (in `main`), not in each
+    request: each object a request computes or touches is a page it writes.
+
+    `workdir`: the requests' work directory; `env`: the programs' environment (`_environment`);
+    `owner`: (uid, gid) their files are given (None: the supervisor's own); `emptied`: the
+    directories emptied after each request."""
+
+    __slots__ = ("cfg", "emptied", "env", "owner", "reaper", "workdir")
+
+    def __init__(self, cfg: SupervisorConfig, reaper: _Reaper) -> None:
+        self.cfg = cfg
+        self.reaper = reaper
+        self.workdir = os.path.join(cfg["work_root"], "work")
+        self.env = _environment(self.workdir, cfg["tmpdir"] or "/tmp")
+        uid, gid = cfg["run_uid"], cfg["run_gid"]
+        self.owner = None
+        if uid is not None and os.geteuid() == 0:
+            self.owner = (uid, uid if gid is None else gid)
+        self.emptied = (cfg["work_root"], *cfg["wipe"])
+
+
+def _prepare_workdir(setup: _Setup, files: dict[str, bytes]) -> str:
+    workdir, owner = setup.workdir, setup.owner
     try:
         os.mkdir(workdir, 0o700)
     except FileExistsError:  # not removed after the last request
         _rmtree(workdir)
         os.mkdir(workdir, 0o700)
-    uid, gid = cfg["run_uid"], cfg["run_gid"]
-    owner = None
-    if uid is not None and os.geteuid() == 0:
-        owner = (uid, uid if gid is None else gid)
     nested = False
     for name, data in files.items():
         path = _safe_path(workdir, name)
@@ -137,9 +167,11 @@ def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
                 os.fchmod(fd, 0o700)
             if owner is not None:
                 os.fchown(fd, *owner)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            written = os.write(fd, data)  # usually the whole file at once
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
     if owner is not None:
@@ -151,27 +183,21 @@ def _prepare_workdir(cfg: SupervisorConfig, files: dict[str, bytes]) -> str:
     return workdir
 
 
-_ENVIRONMENTS: dict[tuple[str, str], dict[str, str]] = {}
-
-
 def _environment(workdir: str, tmpdir: str) -> dict[str, str]:
-    """The programs' environment: the same object in every request of this supervisor (its
-    work directory does not change), so that `forked._adopt_environ` has nothing to redo."""
-    env = _ENVIRONMENTS.get((workdir, tmpdir))
-    if env is None:
-        env = _ENVIRONMENTS[workdir, tmpdir] = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": workdir,
-            "TMPDIR": tmpdir,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONHASHSEED": "0",
-            "OPENBLAS_NUM_THREADS": "1",
-            "OMP_NUM_THREADS": "1",
-            "MKL_NUM_THREADS": "1",
-        }
-    return env
+    """The programs' environment: made once (`_Setup`), the same object in every request of
+    this supervisor, so that `forked._adopt_environ` has nothing to redo."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": tmpdir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
 
 
 def _build_limits(limits: dict[str, Any]) -> dict[str, Any]:
@@ -181,60 +207,64 @@ def _build_limits(limits: dict[str, Any]) -> dict[str, Any]:
     return limits if build_memory is None else {**limits, "memory_bytes": build_memory}
 
 
-def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, out: _Outbox) -> None:
-    limits = req["limits"]
-    files = {name: binascii.a2b_base64(b64) for name, b64 in req["files"].items()}
-    shared_keys = _shared_files(req.get("shared"))
-    files.update((name, _BLOBS[key]) for name, key in shared_keys.items())
-    workdir = _prepare_workdir(cfg, files)
-    env = _environment(workdir, cfg["tmpdir"] or "/tmp")
+def _build_context(
+    build: dict[str, Any], limits: dict[str, Any], workdir: str, setup: _Setup
+) -> StepContext:
+    """The build step: its own CPU limit (`build_cpu_s`), twice that and a second more of wall
+    time, and the build's limits (`_build_limits`)."""
+    cpu = float(limits["build_cpu_s"])
+    return StepContext(
+        build["argv"],
+        a2b_base64(build["stdin"]),
+        workdir,
+        setup.env,
+        _build_limits(limits),
+        cpu,
+        cpu * 2 + 1,
+        setup.reaper,
+        setup.cfg,
+    )
+
+
+def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
+    cfg, reaper, env, limits = setup.cfg, setup.reaper, setup.env, req["limits"]
+    files, shared_keys = request_files(req)
+    workdir = _prepare_workdir(setup, files)
     leftover = 0
     oom = False
     try:
         build = req.get("build")
         build_ok = True
         if build is not None:
-            cpu = float(limits["build_cpu_s"])
-            ctx = StepContext(
-                build["argv"],
-                binascii.a2b_base64(build["stdin"]),
-                workdir,
-                env,
-                _build_limits(limits),
-                cpu,
-                cpu * 2 + 1,
-                reaper,
-                cfg,
-            )
-            result, _, left = _run_step(ctx)
+            result, _, left = _run_step(_build_context(build, limits, workdir, setup))
             leftover += left
-            oom = oom or bool(result.get("oom_killed"))
-            build_ok = result["status"] == "ok"
+            oom = oom or result[_OOM_KILLED]
+            build_ok = result[_STATUS] == "ok"
             _write_result(out, -1, result)
         cpu_left = float(limits["cpu_budget_s"])
-        wall_end = time.monotonic() + float(limits["wall_cap_s"])
+        wall_end = monotonic() + float(limits["wall_cap_s"])
         for i, ex in enumerate(req["executions"]):
-            wall_left = wall_end - time.monotonic()
+            wall_left = wall_end - monotonic()
             if not build_ok or cpu_left <= 0 or wall_left <= 0:
-                result = {"status": "skipped", "cpu_s": 0.0, "wall_s": 0.0}
-            else:
-                ctx = StepContext(
-                    ex["argv"],
-                    binascii.a2b_base64(ex["stdin"]),
-                    workdir,
-                    env,
-                    limits,
-                    cpu_left,
-                    wall_left,
-                    reaper,
-                    cfg,
-                    # before any program of this request ran, its shared files are as sent
-                    shared_keys if build is None and i == 0 else None,
-                )
-                result, used, left = _run_step(ctx)
-                leftover += left
-                oom = oom or bool(result.get("oom_killed"))
-                cpu_left -= used
+                _write_skipped(out, i)
+                continue
+            ctx = StepContext(
+                ex["argv"],
+                a2b_base64(ex["stdin"]),
+                workdir,
+                env,
+                limits,
+                cpu_left,
+                wall_left,
+                reaper,
+                cfg,
+                # before any program of this request ran, its shared files are as sent
+                shared_keys if build is None and i == 0 else None,
+            )
+            result, used, left = _run_step(ctx)
+            leftover += left
+            oom = oom or result[_OOM_KILLED]
+            cpu_left -= used
             _write_result(out, i, result)
         # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
         # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all are a run's).
@@ -244,8 +274,7 @@ def _run_request(req: dict[str, Any], cfg: SupervisorConfig, reaper: _Reaper, ou
         # After the results are out (the service reads them while we clean), before the next
         # request is read: no run ever sees what an earlier one left.
         _remove_tree(workdir)
-        _empty_dir(cfg["work_root"])
-        for path in cfg["wipe"]:
+        for path in setup.emptied:
             _empty_dir(path)
 
 
@@ -264,7 +293,6 @@ def main(config_json: str) -> None:
     os.makedirs(cfg["work_root"], exist_ok=True)
     _UMASK[0] = os.umask(0o022)
     os.umask(_UMASK[0])  # unchanged: the programs inherit it
-    stdin = sys.stdin.buffer
     sys.stdout.flush()
     _KEEP.append(sys.stdout)
     out = _Outbox(1)
@@ -275,8 +303,10 @@ def main(config_json: str) -> None:
     site.ENABLE_USER_SITE = False
     site.main()  # what `python3 -I` adds: the system's site-packages (numpy etc.)
     _SITE_PATH[:] = sys.path
-    reaper = _Reaper(cfg["pid_namespace"])
-    stream: BinaryIO = stdin
+    setup = _Setup(cfg, _Reaper(cfg["pid_namespace"]))
+    # Frames are read from a descriptor (`_read_frame`): the backend sends nothing past the
+    # bootstrap payload before our "ready" frame, so sys.stdin's buffer holds nothing of them.
+    stream = 0
     if cfg["connect"]:
         # The backend's Unix socket (docker `socket` transport): frames travel there from now
         # on; stdin/stdout stay open but unused. The token tells the backend it is us.
@@ -292,7 +322,7 @@ def main(config_json: str) -> None:
             return
         _KEEP.append(conn)
         out = _Outbox(conn.fileno())
-        stream = conn.makefile("rb")
+        stream = conn.fileno()
         _write_frame(out, {"kind": "token", "token": cfg["token"]}, flush=False)
     _write_frame(out, {"kind": "ready", "pid": os.getpid(), "version": PROTOCOL_VERSION})
     while True:
@@ -300,7 +330,7 @@ def main(config_json: str) -> None:
         if req is None:
             return
         try:
-            _run_request(req, cfg, reaper, out)
+            _run_request(req, setup, out)
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 return

@@ -6,27 +6,37 @@ import base64
 import builtins
 import os
 import types
+from binascii import a2b_base64  # bound here: a module object is one more page a request writes
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .forked import _Invocation
 
 _BLOBS: dict[str, bytes] = {}
-"""Shared files (trusted runners) sent once by the backend, by key; see `_shared_files`."""
+"""Shared files (trusted runners) sent once by the backend, by key; see `request_files`."""
 
 
-def _shared_files(shared: dict[str, Any] | None) -> dict[str, str]:
-    """The request's shared files, name -> key: `reset` drops every kept one, `new` adds blobs
-    by key, and `names` maps file names to kept keys (the backend mirrors what is kept here)."""
+def request_files(req: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """(name -> content of every file of the request, name -> key of its shared files).
+
+    The request's `shared` says what to do with the shared files kept here: `reset` drops
+    every kept one, `new` adds blobs by key, and `names` maps file names to kept keys (the
+    backend mirrors what is kept here)."""
+    files: dict[str, bytes] = {}
+    for name, b64 in req["files"].items():
+        files[name] = a2b_base64(b64)
+    shared = req.get("shared")
     if not shared:
-        return {}
+        return files, {}
     if shared.get("reset"):
         _BLOBS.clear()
         _SHARED_CODE.clear()
     for key, b64 in shared.get("new", {}).items():
         _BLOBS[key] = base64.b64decode(b64)
     names: dict[str, str] = shared.get("names", {})
-    return names
+    for name, key in names.items():
+        files[name] = _BLOBS[key]
+    return files, names
 
 
 def _compile(source: bytes | str, filename: str) -> types.CodeType:

@@ -4,20 +4,19 @@ and reap everything it left, and say how it ended."""
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions slow a child
-import binascii
-import contextlib
 import fcntl
-import gc
-import math
 import operator
 import os
 import select
 import signal
-import time
 
-# What the forked child calls (`_child`), imported by name: that child runs its code cold (never
-# specialised), and there each `module.name` it evaluates writes to (copies the page of) the
-# `name` string, while a global does not.
+# Bound here, not looked up on their modules per step: every object a request touches (a module
+# object too) is a page the supervisor writes, copied once the next step forks; and the forked
+# child (`_child`) runs its code cold (never specialised), where each `module.name` it evaluates
+# writes to (copies the page of) the `name` string, while a global does not.
+from binascii import b2a_base64
+from gc import freeze, unfreeze
+from math import ceil
 from os import O_CLOEXEC, O_WRONLY
 from os import chdir as _chdir
 from os import close as _os_close
@@ -41,7 +40,9 @@ from resource import RLIMIT_NPROC as _RLIMIT_NPROC
 from resource import RLIMIT_STACK as _RLIMIT_STACK
 from resource import getrlimit as _getrlimit
 from resource import setrlimit as _setrlimit
-from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+from select import POLLIN, POLLOUT, poll
+from time import monotonic
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .forked import _adopt_environ, _Invocation, _python_invocation, _python_main, _spare_streams
 from .shared import _shared_code
@@ -49,6 +50,7 @@ from .tree import _live_usage, _Reaper, _rusage_cpu
 
 if TYPE_CHECKING:
     from .config import SupervisorConfig
+    from .framing import StepResult
 
 _READ_CHUNK = 65536
 _POLL_S = 0.02
@@ -56,6 +58,8 @@ _MEMORY_MARKERS: tuple[bytes, ...] = (b"MemoryError", b"std::bad_alloc", b"Canno
 # The JVM, Node, Go and Rust say so in these words.
 _MEMORY_MARKERS += (b"java.lang.OutOfMemoryError", b"heap out of memory", b"runtime: out of memory")
 _MEMORY_MARKERS += (b"memory allocation of",)
+_SIGXCPU = int(signal.SIGXCPU)
+_SIGKILL = int(signal.SIGKILL)
 
 
 _OOM_ADJ_WRITABLE = True
@@ -63,26 +67,53 @@ _OOM_ADJ_WRITABLE = True
 non-root supervisor, our /proc entries are root-owned): decided once, at start."""
 
 
-class StepContext(NamedTuple):
-    """What one step runs with. A NamedTuple, not a dataclass: `dataclasses` would load
-    `inspect` and `ast` into every sandbox, and into every forked Python program's memory."""
+class StepContext:
+    """What one step runs with. A class with slots, not a dataclass (`dataclasses` would load
+    `inspect` and `ast` into every sandbox, and into every forked Python program's memory) nor
+    a NamedTuple (whose constructor and field descriptors are more objects a request touches).
 
-    argv: list[str]
-    stdin: bytes
-    workdir: str
-    env: dict[str, str]
-    """The programs' environment, the same object for every step of a request."""
-    limits: dict[str, Any]
-    """The request's limits (the build's: `request._build_limits`)."""
-    cpu_s: float
-    """The CPU seconds the step may use (what is left of the request's budget)."""
-    wall_s: float
-    """The wall seconds it may take."""
-    reaper: _Reaper
-    cfg: SupervisorConfig
-    shared_keys: dict[str, str] | None = None
-    """The request's shared files (name -> blob key), given for its first program only: before
-    any program of the request ran, they are as sent."""
+    `env`: the programs' environment, the same object for every step of a request. `limits`:
+    the request's limits (the build's: `request._build_limits`). `cpu_s`: the CPU seconds the
+    step may use (what is left of the request's budget); `wall_s`: the wall seconds it may
+    take. `shared_keys`: the request's shared files (name -> blob key), given for its first
+    program only: before any program of the request ran, they are as sent."""
+
+    __slots__ = (
+        "argv",
+        "cfg",
+        "cpu_s",
+        "env",
+        "limits",
+        "reaper",
+        "shared_keys",
+        "stdin",
+        "wall_s",
+        "workdir",
+    )
+
+    def __init__(
+        self,
+        argv: list[str],
+        stdin: bytes,
+        workdir: str,
+        env: dict[str, str],
+        limits: dict[str, Any],
+        cpu_s: float,
+        wall_s: float,
+        reaper: _Reaper,
+        cfg: SupervisorConfig,
+        shared_keys: dict[str, str] | None = None,
+    ) -> None:
+        self.argv = argv
+        self.stdin = stdin
+        self.workdir = workdir
+        self.env = env
+        self.limits = limits
+        self.cpu_s = cpu_s
+        self.wall_s = wall_s
+        self.reaper = reaper
+        self.cfg = cfg
+        self.shared_keys = shared_keys
 
 
 def check_oom_adj() -> None:
@@ -96,11 +127,9 @@ def check_oom_adj() -> None:
 
 
 _O_WRONLY_CLOEXEC = O_WRONLY | O_CLOEXEC
-_CHILD_FIELDS = operator.itemgetter(
-    *(StepContext._fields.index(f) for f in ("limits", "cfg", "cpu_s", "workdir", "argv", "env"))
-)
-"""(limits, cfg, cpu_s, workdir, argv, env) of a `StepContext`, in one call: each attribute
-the child reads instead writes to its descriptor and its name."""
+_CHILD_FIELDS = operator.attrgetter("limits", "cfg", "cpu_s", "workdir", "argv", "env")
+"""(limits, cfg, cpu_s, workdir, argv, env) of a `StepContext`, in one C call: the child runs
+its Python cold, and each attribute read there is more bytecode and more names written."""
 
 
 def _set_rlimit(which: int, value: int) -> None:
@@ -201,18 +230,30 @@ def _enlarge_pipe(fd: int, cap: int) -> bool:
     return True
 
 
+_CHUNK = bytearray(_READ_CHUNK)
+"""What the supervisor reads a pipe or a /proc file into, the same buffer every time: os.read
+would allocate (and write to) a buffer of the whole size at a new place of the heap each call."""
+_CHUNK_VIEW = memoryview(_CHUNK)
+_CHUNKS = (_CHUNK,)
+
+
+def _read_some(fd: int) -> int:
+    """One read of `fd` into `_CHUNK`; returns how many bytes it holds now (0: end of file)."""
+    return os.readv(fd, _CHUNKS)
+
+
 def _drain(fd: int, buf: bytearray, total: int, cap: int) -> int:
     """Read what is in the (non-blocking) pipe into `buf`, keeping at most `cap` bytes over all
     outputs; returns the new total, which exceeds `cap` when the output limit was passed."""
     while total <= cap:
         try:
-            data = os.read(fd, _READ_CHUNK)
-        except (BlockingIOError, OSError):
+            n = _read_some(fd)
+        except OSError:  # BlockingIOError too: nothing more to read now
             break
-        if not data:
+        if not n:
             break
-        buf += data[: max(cap - total, 0)]
-        total += len(data)
+        buf += _CHUNK_VIEW[: min(n, max(cap - total, 0))]
+        total += n
     return total
 
 
@@ -254,7 +295,7 @@ class _Step:
         self.statuses: dict[int, int] = {}
         self.main_done = False
         # poll(), not an epoll selector: no descriptor to create and close in every step.
-        self.sel = select.poll()
+        self.sel = poll()
         self.ready: select.poll | None = None
         """The output pipes, polled before each drain (lazy reading, see `prepare`)."""
         self.view = memoryview(stdin)
@@ -272,15 +313,15 @@ class _Step:
         os.set_blocking(out_r, False)
         os.set_blocking(err_r, False)
         if lazy:
-            self.ready = select.poll()
-            self.ready.register(out_r, select.POLLIN)
-            self.ready.register(err_r, select.POLLIN)
+            self.ready = poll()
+            self.ready.register(out_r, POLLIN)
+            self.ready.register(err_r, POLLIN)
         else:
-            self.sel.register(out_r, select.POLLIN)
-            self.sel.register(err_r, select.POLLIN)
+            self.sel.register(out_r, POLLIN)
+            self.sel.register(err_r, POLLIN)
         if self.view:
             os.set_blocking(self.stdin_w, False)
-            self.sel.register(self.stdin_w, select.POLLOUT)
+            self.sel.register(self.stdin_w, POLLOUT)
         else:
             # The program reads end-of-file at once, as when it is closed after the fork.
             self.close_stdin()
@@ -303,22 +344,26 @@ class _Step:
 
     def close_stdin(self) -> None:
         if self.stdin_w >= 0:
-            with contextlib.suppress(OSError):
+            try:  # noqa: SIM105 - not contextlib.suppress: more objects each step touches
                 os.close(self.stdin_w)
+            except OSError:
+                pass
             self.stdin_w = -1
 
     def close(self) -> None:
         self.close_stdin()
         for fd in (self.out_r, self.err_r, self.pidfd):
             if fd >= 0:
-                with contextlib.suppress(OSError):
+                try:  # noqa: SIM105 - as in close_stdin
                     os.close(fd)
+                except OSError:
+                    pass
 
     def exec_error(self) -> bytes:
         """What the child wrote to the exec-error pipe (nothing once the program started)."""
         data = b""
-        while chunk := os.read(self.exc_r, 4096):
-            data += chunk
+        while n := _read_some(self.exc_r):
+            data += _CHUNK[:n]
         os.close(self.exc_r)
         return data
 
@@ -331,20 +376,20 @@ def _spawn(ctx: StepContext, invocation: _Invocation | None) -> _Step:
     exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
     step = _Step((stdin_w, out_r, err_r, exc_r), int(ctx.limits["output_bytes"]), ctx.stdin)
     step.prepare()
-    step.start = time.monotonic()
+    step.start = monotonic()
     # Every object so far is left out of the child's garbage collections, which would otherwise
     # write to (copy) the pages of objects the program never uses. Unfrozen in `_run_step`.
-    gc.freeze()
+    freeze()
     try:
         pid = os.fork()
     except BaseException:
-        gc.unfreeze()
+        unfreeze()
         raise
     if pid == 0:
         _child(ctx, (stdin_r, out_w, err_w, exc_w), invocation)
     step.pid = pid
     step.pidfd = os.pidfd_open(pid)
-    step.sel.register(step.pidfd, select.POLLIN)
+    step.sel.register(step.pidfd, POLLIN)
     os.close(stdin_r)
     os.close(out_w)
     os.close(err_w)
@@ -406,8 +451,8 @@ def _watch(step: _Step, ctx: StepContext) -> None:
     deadline = step.start + ctx.wall_s
     next_check = step.start + _POLL_S
     while not step.main_done and step.killed_for is None:
-        timeout = max(0.0, min(deadline, next_check) - time.monotonic())
-        for fd, _ in sel.poll(math.ceil(timeout * 1000)):
+        timeout = max(0.0, min(deadline, next_check) - monotonic())
+        for fd, _ in sel.poll(ceil(timeout * 1000)):
             if fd == step.pidfd:
                 step.main_done = True
             elif fd == step.stdin_w:
@@ -421,7 +466,7 @@ def _watch(step: _Step, ctx: StepContext) -> None:
                     step.take(fd, data)
                 else:
                     sel.unregister(fd)
-        now = time.monotonic()
+        now = monotonic()
         if step.killed_for is None and now >= next_check:
             next_check = now + _POLL_S
             if step.ready is not None:
@@ -455,16 +500,16 @@ def _reap(step: _Step, reaper: _Reaper) -> tuple[int | None, set[int]]:
 
 
 def _classify(
-    killed_for: str | None, exit_code: int | None, sig: int | None, stderr: bytes
+    killed_for: str | None, exit_code: int | None, sig: int | None, stderr: bytes | bytearray
 ) -> tuple[str, bool]:
     """A step's status from how it ended, and whether the kernel's OOM killer ended it."""
     if killed_for is not None:
         return killed_for, False
-    if sig == signal.SIGXCPU:
+    if sig == _SIGXCPU:
         return "timeout", False
     if exit_code == 0:
         return "ok", False
-    if sig == signal.SIGKILL:
+    if sig == _SIGKILL:
         # Not killed by us: the kernel's OOM killer (container memory cap) is the usual cause.
         return "memory", True
     if any(marker in stderr for marker in _MEMORY_MARKERS):
@@ -493,8 +538,8 @@ def _invocation(ctx: StepContext) -> _Invocation | None:
     return invocation
 
 
-def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
-    """Run one program; returns (result dict, CPU seconds used, leftover processes killed)."""
+def _run_step(ctx: StepContext) -> tuple[StepResult, float, int]:
+    """Run one program; returns (its result, CPU seconds used, leftover processes killed)."""
     invocation = _invocation(ctx) if ctx.cfg["fork_python"] else None
     if invocation is not None:
         if ctx.shared_keys:
@@ -504,15 +549,15 @@ def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
     step = _spawn(ctx, invocation)
     try:
         _watch(step, ctx)
-        wall = time.monotonic() - step.start
+        wall = monotonic() - step.start
         main_status, killed = _reap(step, ctx.reaper)
     finally:
-        gc.unfreeze()
+        unfreeze()
         step.close()
     exec_error = step.exec_error()
     out_cap = step.out_cap
-    stdout = bytes(step.outputs[step.out_r])
-    stderr = bytes(step.outputs[step.err_r])
+    stdout = step.outputs[step.out_r]
+    stderr = step.outputs[step.err_r]
     exit_code = sig = None
     if main_status is not None:
         if os.WIFEXITED(main_status):
@@ -526,15 +571,15 @@ def _run_step(ctx: StepContext) -> tuple[dict[str, Any], float, int]:
     if step.cpu >= ctx.cpu_s:
         step.killed_for = "timeout"
     status, oom_killed = _classify(step.killed_for, exit_code, sig, stderr)
-    result = {
-        "status": status,
-        "exit_code": exit_code,
-        "signal": sig,
-        "stdout": binascii.b2a_base64(stdout, newline=False).decode("ascii"),
-        "stderr": binascii.b2a_base64(stderr, newline=False).decode("ascii"),
-        "cpu_s": round(step.cpu, 6),
-        "wall_s": round(wall, 6),
-        "oom_killed": oom_killed,
-        "stopped": step.killed_for is not None or sig == signal.SIGXCPU,
-    }
+    result = (
+        status,
+        exit_code,
+        sig,
+        b2a_base64(stdout, newline=False),
+        b2a_base64(stderr, newline=False),
+        round(step.cpu, 6),
+        round(wall, 6),
+        oom_killed,
+        step.killed_for is not None or sig == _SIGXCPU,
+    )
     return result, step.cpu, len(killed)

@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from reward_specs.caches import Cache
 from reward_specs.code.extract import Language
 from reward_specs.code.languages import LANGUAGES
 from reward_specs.code.reference import CodeConfig, FnTests, StdioTests
@@ -17,7 +18,22 @@ from sandboxes.runners import CPP_HARNESS, PY_HARNESS, runner_source
 __all__ = ["cpp_fn_request", "harness_request", "sandbox_limits", "stdio_request"]
 
 
+_LIMITS: Cache[int, tuple[CodeConfig, Limits]] = Cache("code.sandbox_limits", 64)
+"""The sandbox limits of a config, by its identity (an entry holds it, so the id cannot be reused
+while it is kept): the items of a batch share their config, and one `Limits` object each lets the
+backend write its JSON once (`sandboxes.frames`)."""
+
+
 def sandbox_limits(config: CodeConfig) -> Limits:
+    held = _LIMITS.get(id(config))
+    if held is not None and held[0] is config:
+        return held[1]
+    limits = _limits_of(config)
+    _LIMITS.put(id(config), (config, limits))
+    return limits
+
+
+def _limits_of(config: CodeConfig) -> Limits:
     program_mb = min(config.memory_mb, config.test_memory_mb or config.memory_mb)
     return Limits(
         cpu_budget_s=config.budget_s,

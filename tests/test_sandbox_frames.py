@@ -81,3 +81,28 @@ def test_equal_limits_of_other_types_are_written_as_they_are() -> None:
     as_float = frames.encode_request(RunRequest({}, [], limits=Limits(cpu_budget_s=5.0)))
     assert b'"cpu_budget_s":5,' in as_int
     assert b'"cpu_budget_s":5.0,' in as_float
+
+
+def _old_harness_job_file(job: dict[str, Any], first: int, max_value_bytes: int) -> bytes:
+    """The job file as `harness_request` wrote it before it kept it (the same steps)."""
+    import marshal
+
+    job = {**job, "first": first}
+    job = {**job, "solution": "solution.py", "max_value_bytes": max_value_bytes}
+    return marshal.dumps(job)
+
+
+@pytest.mark.parametrize("first", [0, 3, 1000])
+def test_the_kept_harness_job_file_is_the_one_written_before(first: int) -> None:
+    from reward_specs.code import CodeConfig
+    from reward_specs.code.harness import _job
+    from reward_specs.code.reference import AssertTests
+    from reward_specs.code.requests import harness_request, sandbox_limits
+
+    config = CodeConfig()
+    tests = AssertTests(asserts=["assert f(1) == 2", "assert g('é') in [1, (2, 3)]"])
+    _, job = _job(tests)
+    expected = _old_harness_job_file(job, first, config.max_value_bytes)
+    for _ in range(2):  # written, then kept
+        request = harness_request(b"x = 1\n", job, config, sandbox_limits(config), first)
+        assert request.files["job.marshal"] == expected

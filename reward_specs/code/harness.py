@@ -252,7 +252,7 @@ def _run_harness(
     runs: list[ExecutionResult] = []
     first = 0
     while True:
-        run = sandbox.run(harness_request(source, {**job, "first": first}, config, limits))
+        run = sandbox.run(harness_request(source, job, config, limits, first))
         if len(run.executions) != 1:
             raise RuntimeError(
                 f"sandbox {sandbox.name!r} returned {len(run.executions)} results for 1 execution"

@@ -115,7 +115,7 @@ def _b64(data: bytes) -> str:
 def _b64_object(pairs: Iterable[tuple[str, str]]) -> str:
     """A JSON object of names to base64 text exactly as `_ENCODER` writes it: base64's alphabet
     needs no escape, so only the names go through `_ESCAPE`."""
-    return "{" + ",".join(f'{_ESCAPE(name)}:"{text}"' for name, text in pairs) + "}"
+    return "{" + ",".join([f'{_ESCAPE(name)}:"{text}"' for name, text in pairs]) + "}"
 
 
 def _encode_execution(ex: Execution) -> str:
@@ -193,7 +193,7 @@ def _encode_shared(shared: dict[str, Any] | None) -> str:
     """`BlobCache.encode`'s value (or None) as `_ENCODER` writes it."""
     if shared is None:
         return "null"
-    names = ",".join(f"{_ESCAPE(name)}:{_ESCAPE(key)}" for name, key in shared["names"].items())
+    names = ",".join([f"{_ESCAPE(name)}:{_ESCAPE(key)}" for name, key in shared["names"].items()])
     return (
         f'{{"reset":{"true" if shared["reset"] else "false"},'
         f'"new":{_b64_object(shared["new"].items())},"names":{{{names}}}}}'
@@ -226,6 +226,11 @@ def encode_request(request: RunRequest, blobs: BlobCache | None = None) -> bytes
     return struct.pack(">I", len(body)) + body
 
 
+def _unb64(text: Any) -> bytes:
+    """`base64.b64decode(text)`; a str (what a frame holds) without the wrapper."""
+    return binascii.a2b_base64(text) if type(text) is str else base64.b64decode(text)
+
+
 def decode_result(obj: Any) -> ExecutionResult:
     if not isinstance(obj, dict) or obj.get("status") not in _STATUSES:
         raise SandboxError(f"supervisor sent a malformed result: {str(obj)[:200]}")
@@ -234,8 +239,8 @@ def decode_result(obj: Any) -> ExecutionResult:
         status=status,
         exit_code=obj.get("exit_code"),
         signal=obj.get("signal"),
-        stdout=base64.b64decode(obj.get("stdout", "")),
-        stderr=base64.b64decode(obj.get("stderr", "")),
+        stdout=_unb64(obj.get("stdout", "")),
+        stderr=_unb64(obj.get("stderr", "")),
         cpu_s=float(obj.get("cpu_s", 0.0)),
         wall_s=float(obj.get("wall_s", 0.0)),
         stopped=bool(obj.get("stopped", False)),

@@ -497,3 +497,34 @@ def test_the_passing_shortcut_judges_as_the_full_judge(source: str) -> None:
             return [r.as_dict() for r in _judge_harness(runs, out, tests, plans, config)]
 
         assert judged([plan] * len(_SHORTCUT_LINES)) == judged(full)
+
+
+class _TaggedDict(dict):  # type: ignore[type-arg]
+    """A dict subclass: `decode` takes it by its general path, never a shortcut."""
+
+
+@pytest.mark.parametrize(
+    "tagged",
+    [
+        {"tuple": [1, 2]},
+        {"tuple": []},
+        {"tuple": [{"tuple": [1]}, [2, {"set": [3]}]]},
+        {"tuple": 3},
+        {"tuple": [{"nope": 1}]},
+        {"tuple": [{"int": "zz"}]},
+        {"tuple": [{"set": [[1]]}]},
+        {"set": [1, 2]},
+    ],
+)
+def test_the_tuple_shortcut_decodes_as_the_general_path(tagged: dict[str, Any]) -> None:
+    def outcome(value: Any) -> Any:
+        try:
+            return ("value", decode(value))
+        except Malformed as exc:
+            return ("malformed", str(exc))
+
+    assert outcome(tagged) == outcome(_TaggedDict(tagged))
+    deep: Any = tagged
+    for _ in range(250):  # past the depth limit, through the shortcut and the general path
+        deep = {"tuple": [deep]}
+    assert outcome(deep) == outcome(_TaggedDict(deep))

@@ -35,6 +35,11 @@ def decode(tagged: Any, depth: int = 0) -> Any:
         return tagged
     if kind is list:
         return _decode_items(tagged, d)
+    if kind is dict and len(tagged) == 1 and "tuple" in tagged:  # the usual tag, directly
+        try:
+            return tuple(_decode_items(_list(tagged["tuple"]), d))
+        except (TypeError, ValueError) as exc:  # as the match below words it
+            raise Malformed(f"bad tuple: {exc}") from None
     if tagged is None or isinstance(tagged, (bool, int, float, str)):
         return tagged
     if isinstance(tagged, list):

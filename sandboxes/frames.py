@@ -5,10 +5,11 @@ supervisor already holds."""
 from __future__ import annotations
 
 import base64
+import binascii
 import functools
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from importlib import resources
 from typing import Any, get_args
@@ -102,10 +103,49 @@ def _check_name(name: str) -> str:
     return name
 
 
-def _encode_execution(ex: Execution) -> dict[str, Any]:
+_ESCAPE = json.encoder.encode_basestring_ascii
+"""How `_ENCODER` writes a str (it escapes as `ensure_ascii` does, quotes included)."""
+
+
+def _b64(data: bytes) -> str:
+    """`base64.b64encode(data).decode()`, without its wrapper."""
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _b64_object(pairs: Iterable[tuple[str, str]]) -> str:
+    """A JSON object of names to base64 text exactly as `_ENCODER` writes it: base64's alphabet
+    needs no escape, so only the names go through `_ESCAPE`."""
+    return "{" + ",".join([f'{_ESCAPE(name)}:"{text}"' for name, text in pairs]) + "}"
+
+
+def _encode_execution(ex: Execution) -> str:
+    """`{"argv": [...], "stdin": base64}` as `_ENCODER` writes it."""
     if not ex.argv or not all(isinstance(a, str) and "\0" not in a for a in ex.argv):
         raise ValueError(f"invalid argv: {ex.argv!r}")
-    return {"argv": list(ex.argv), "stdin": base64.b64encode(ex.stdin).decode()}
+    return f'{{"argv":[{",".join(map(_ESCAPE, ex.argv))}],"stdin":"{_b64(ex.stdin)}"}}'
+
+
+_LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
+"""`Limits`' fields, all plain numbers: read directly, where `asdict` deep-copies each one."""
+
+
+_LIMITS_TEXT: dict[int, tuple[Limits, str]] = {}
+"""Limits objects recently encoded, by identity (an entry holds its object, so the id cannot be
+reused while it is kept): a caller that builds its limits once per configuration sends the same
+object in every request. Not by value: `Limits(cpu_budget_s=5)` equals `...=5.0`, but its JSON
+differs."""
+
+
+def _encode_limits(limits: Limits) -> str:
+    """The limits as a JSON object, all plain numbers, as `_ENCODER` writes it."""
+    held = _LIMITS_TEXT.get(id(limits))
+    if held is not None and held[0] is limits:
+        return held[1]
+    text = _ENCODER.encode({name: getattr(limits, name) for name in _LIMIT_FIELDS})
+    if len(_LIMITS_TEXT) >= 64:
+        _LIMITS_TEXT.clear()
+    _LIMITS_TEXT[id(limits)] = (limits, text)
+    return text
 
 
 _BLOB_CAP = 32 * 1024 * 1024
@@ -149,37 +189,46 @@ class BlobCache:
         return held[1] if held is not None and held[0] is data else None
 
 
-_LIMIT_FIELDS = tuple(f.name for f in fields(Limits))
-"""`Limits`' fields, all plain numbers: read directly, where `asdict` deep-copies each one."""
+def _encode_shared(shared: dict[str, Any] | None) -> str:
+    """`BlobCache.encode`'s value (or None) as `_ENCODER` writes it."""
+    if shared is None:
+        return "null"
+    names = ",".join([f"{_ESCAPE(name)}:{_ESCAPE(key)}" for name, key in shared["names"].items()])
+    return (
+        f'{{"reset":{"true" if shared["reset"] else "false"},'
+        f'"new":{_b64_object(shared["new"].items())},"names":{{{names}}}}}'
+    )
 
 
 def encode_request(request: RunRequest, blobs: BlobCache | None = None) -> bytes:
     """The request as one frame; raises ValueError for a malformed request (the caller's bug).
 
     `blobs`: what the receiving supervisor already holds of the shared files (updated here);
-    without it they are sent as plain files."""
-    files = {_check_name(k): base64.b64encode(v).decode() for k, v in request.files.items()}
-    both = files.keys() & request.shared_files.keys()
+    without it they are sent as plain files. The frame's text is put together here, piece by
+    piece, exactly as `encode_frame` would write the request's JSON object (the pieces are
+    base64 text, escaped names and a few fixed keys: the general encoder is slower on them)."""
+    files = [(_check_name(k), _b64(v)) for k, v in request.files.items()]
+    both = request.files.keys() & request.shared_files.keys()
     if both:
         raise ValueError(f"files both plain and shared: {sorted(both)!r}")
-    build = None if request.build is None else _encode_execution(request.build)
-    executions = [_encode_execution(e) for e in request.executions]
+    build = "null" if request.build is None else _encode_execution(request.build)
+    executions = ",".join([_encode_execution(e) for e in request.executions])
+    limits = _encode_limits(request.limits)
     shared = None
     if blobs is not None:  # last: once it has changed `blobs`, nothing may raise
         shared = blobs.encode(request.shared_files)
     else:
-        files.update(
-            (_check_name(k), base64.b64encode(v).decode()) for k, v in request.shared_files.items()
-        )
-    return encode_frame(
-        {
-            "files": files,
-            "shared": shared,
-            "build": build,
-            "executions": executions,
-            "limits": {name: getattr(request.limits, name) for name in _LIMIT_FIELDS},
-        }
-    )
+        files.extend((_check_name(k), _b64(v)) for k, v in request.shared_files.items())
+    body = (
+        f'{{"files":{_b64_object(files)},"shared":{_encode_shared(shared)},"build":{build},'
+        f'"executions":[{executions}],"limits":{limits}}}'
+    ).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+def _unb64(text: Any) -> bytes:
+    """`base64.b64decode(text)`; a str (what a frame holds) without the wrapper."""
+    return binascii.a2b_base64(text) if type(text) is str else base64.b64decode(text)
 
 
 def decode_result(obj: Any) -> ExecutionResult:
@@ -190,8 +239,8 @@ def decode_result(obj: Any) -> ExecutionResult:
         status=status,
         exit_code=obj.get("exit_code"),
         signal=obj.get("signal"),
-        stdout=base64.b64decode(obj.get("stdout", "")),
-        stderr=base64.b64decode(obj.get("stderr", "")),
+        stdout=_unb64(obj.get("stdout", "")),
+        stderr=_unb64(obj.get("stderr", "")),
         cpu_s=float(obj.get("cpu_s", 0.0)),
         wall_s=float(obj.get("wall_s", 0.0)),
         stopped=bool(obj.get("stopped", False)),

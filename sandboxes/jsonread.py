@@ -25,7 +25,7 @@ _FAST_BRACKETS = 200
 
 def loads(data: bytes) -> Any:
     """`json.loads(data)`: the same value, or the same exception (ValueError, RecursionError)."""
-    if data.count(b"[") + data.count(b"{") <= _FAST_BRACKETS:
+    if len(data) <= _FAST_BRACKETS or data.count(b"[") + data.count(b"{") <= _FAST_BRACKETS:
         try:
             return _DECODER.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError):

@@ -412,3 +412,119 @@ def test_compiled_plan_is_evaluate(source: str) -> None:
                     outcome = ("raised", type(exc), str(exc))
                 outcomes.append((outcome, asked))
             assert outcomes[0] == outcomes[1], (source, a, b)
+
+
+# -- the judge's shortcut for a plainly passing assert -----------------------------------------
+
+_SHORTCUT_ASSERTS = [
+    "assert f(1) == 2",
+    "assert f(1) != 2",
+    "assert f(1) < 2",
+    "assert f(1) >= 2.5",
+    "assert f(1) in [1, 2, (3, 4)]",
+    "assert f(1) not in 'abc'",
+    "assert f(1) is None",
+    "assert f(1) is not True",
+    "assert f(1) == [1, [2, 3]]",
+    "assert f(1) == (1, 2)",
+    "assert f(1) == {1: 'a'}",
+    "assert f(1) == {1, 2}",
+    "assert f(1) == b'ab'",
+    "assert f(1)",  # not the simple shape: always the full judge
+    "assert 2 == f(1)",
+    "assert f(1) == g(2)",
+]
+_SHORTCUT_VALUES: list[Any] = [
+    2,
+    2.0,
+    True,
+    False,
+    None,
+    "a",
+    "abc",
+    1,
+    3,
+    2.5,
+    float("nan"),
+    [],
+    [1, [2, 3]],
+    [1, 2],
+    {"tuple": [1, 2]},
+    {"tuple": [3, 4]},
+    {"dict": [[1, "a"]]},
+    {"set": [1, 2]},
+    {"bytes": "6162"},
+    {"bytes": "zz"},
+    {"int": "ff"},
+    {"float": "inf"},
+    {"nope": 1},
+    {"tuple": 3},
+    [{"tuple": [1, 2]}, 3],
+    10**30,
+]
+_SHORTCUT_LINES: list[Any] = [
+    *({"values": [{"ok": v}], "cpu_s": 0.25} for v in _SHORTCUT_VALUES),
+    {"values": [{"err": "ZeroDivisionError"}], "cpu_s": 0.0},
+    {"values": [{"ok": 2}, {"ok": 2}], "cpu_s": 0.0},
+    {"values": [["ok", 2]], "cpu_s": 0.0},
+    {"values": [{"ok": 2}], "too_large": True},
+    {"values": {"ok": 2}},
+    {"values": [{"ok": 2}], "cpu_s": "soon"},
+]
+
+
+@pytest.mark.parametrize("source", _SHORTCUT_ASSERTS)
+def test_the_passing_shortcut_judges_as_the_full_judge(source: str) -> None:
+    """Every line, with the shortcut and with it disabled (`simple=None`): the same results,
+    and the fatal, tampered and missing cases left to the full judge."""
+    import dataclasses
+
+    from reward_specs.code.harness import _HarnessOutput, _judge_harness
+    from reward_specs.code.reference import AssertTests
+    from sandboxes.api import ExecutionResult
+
+    tests = AssertTests(asserts=[source] * len(_SHORTCUT_LINES))
+    plan = parse_assert(source)
+    full = [dataclasses.replace(plan, simple=None)] * len(_SHORTCUT_LINES)
+    config = CodeConfig()
+    runs = [ExecutionResult(status="ok")]
+    for fatal, tampered in ((None, set()), (None, {3, 5}), ("boom", set())):
+        lines = {i: dict(m) for i, m in enumerate(_SHORTCUT_LINES) if i != 7}
+
+        def judged(plans: list[Any], case: tuple[Any, ...] = (fatal, tampered, lines)) -> Any:
+            fatal_error, void, reported = case
+            out = _HarnessOutput(fatal_error, dict(reported), {}, set(void), fatal_from=4)
+            return [r.as_dict() for r in _judge_harness(runs, out, tests, plans, config)]
+
+        assert judged([plan] * len(_SHORTCUT_LINES)) == judged(full)
+
+
+class _TaggedDict(dict):  # type: ignore[type-arg]
+    """A dict subclass: `decode` takes it by its general path, never a shortcut."""
+
+
+@pytest.mark.parametrize(
+    "tagged",
+    [
+        {"tuple": [1, 2]},
+        {"tuple": []},
+        {"tuple": [{"tuple": [1]}, [2, {"set": [3]}]]},
+        {"tuple": 3},
+        {"tuple": [{"nope": 1}]},
+        {"tuple": [{"int": "zz"}]},
+        {"tuple": [{"set": [[1]]}]},
+        {"set": [1, 2]},
+    ],
+)
+def test_the_tuple_shortcut_decodes_as_the_general_path(tagged: dict[str, Any]) -> None:
+    def outcome(value: Any) -> Any:
+        try:
+            return ("value", decode(value))
+        except Malformed as exc:
+            return ("malformed", str(exc))
+
+    assert outcome(tagged) == outcome(_TaggedDict(tagged))
+    deep: Any = tagged
+    for _ in range(250):  # past the depth limit, through the shortcut and the general path
+        deep = {"tuple": [deep]}
+    assert outcome(deep) == outcome(_TaggedDict(deep))

@@ -25,7 +25,15 @@ from typing import Any
 from reward_specs.caches import Cache
 from reward_specs.code.pyparse import parse_module
 
-__all__ = ["AssertPlan", "Check", "ProbeError", "compile_plan", "evaluate", "parse_assert"]
+__all__ = [
+    "AssertPlan",
+    "Check",
+    "ProbeError",
+    "compile_plan",
+    "evaluate",
+    "parse_assert",
+    "simple_shape",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,12 @@ class AssertPlan:
     """Expressions evaluated inside the sandbox, in order."""
     check: Check = field(compare=False, repr=False)
     """`evaluate(root, probe)` as one call (`compile_plan`), made once with the plan."""
+    simple: tuple[Callable[[Any, Any], Any], Any] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """For the usual shape, one probe compared with one literal (`f(3) == [1, 2]`): the
+    operator and the literal, so that a judge can try the comparison without a probe callback
+    (`simple_shape`); None for any other shape."""
 
 
 class ProbeError(Exception):
@@ -176,8 +190,23 @@ def parse_assert(source: str) -> AssertPlan:
     planner = _Planner()
     root = planner.plan(module.body[0].test)
     return AssertPlan(
-        source=source.strip(), root=root, probes=tuple(planner.probes), check=compile_plan(root)
+        source=source.strip(),
+        root=root,
+        probes=tuple(planner.probes),
+        check=compile_plan(root),
+        simple=simple_shape(root),
     )
+
+
+def simple_shape(node: Node) -> tuple[Callable[[Any, Any], Any], Any] | None:
+    """(operator, literal) when `node` is probe 0 compared once with a literal: its value is
+    then `bool(operator(probe(0), literal))`, exactly what `compile_plan` makes of it."""
+    if not (isinstance(node, Compare) and len(node.rest) == 1):
+        return None
+    ((name, right),) = node.rest
+    if isinstance(node.left, Probe) and node.left.index == 0 and isinstance(right, Lit):
+        return _FUNCS[name], right.value
+    return None
 
 
 def evaluate(node: Node, probe: Callable[[int], Any]) -> Any:

@@ -111,7 +111,7 @@ def _run_and_judge(
         return results
 
     cpu_s = sum(e.cpu_s for e in executions)
-    passed = sum(r.status == "passed" for r in results)
+    passed = [r.status for r in results].count("passed")
     over_budget = cpu_s > config.budget_s or any(
         e.status in ("timeout", "skipped") for e in executions
     )

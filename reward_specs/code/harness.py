@@ -13,7 +13,7 @@ from reward_specs.code.asserts import AssertPlan, ProbeError, parse_assert
 from reward_specs.code.reference import AssertTests, CodeConfig, FnTests, count_tests
 from reward_specs.code.requests import harness_request, sandbox_limits
 from reward_specs.code.results import FAILED_RUN, TestResult, TestStatus, run_error
-from reward_specs.code.values import Malformed, decode, json_equal, short
+from reward_specs.code.values import PLAIN, Malformed, decode, json_equal, short
 from sandboxes import jsonread
 from sandboxes.api import ExecutionResult, RunResult, SandboxBackend
 
@@ -79,6 +79,33 @@ def _probe_failure(outcome: dict[str, Any], limit: int) -> TestResult:
     if outcome.get("memory"):
         return TestResult("memory", error="MemoryError")
     return TestResult("runtime_error", error=short(str(outcome.get("err", "error")), limit))
+
+
+def _passes_plainly(i: int, msg: dict[str, Any], out: _HarnessOutput, plan: AssertPlan) -> bool:
+    """True only when `_judge_harness` would find test `i` (its result line `msg`) passed: not
+    void, not too large, a plan of the simple shape (`AssertPlan.simple`) and the comparison true
+    on its one probe's decoded value. False decides nothing: the full judge then runs and makes
+    every other verdict and its diff, with the same comparison on the same value."""
+    shape = plan.simple
+    if shape is None or (out.fatal is not None and i >= out.fatal_from) or i in out.tampered:
+        return False
+    values = msg.get("values")
+    if "too_large" in msg or type(values) is not list or len(values) != 1:
+        return False
+    outcome = values[0]
+    if type(outcome) is not dict or "ok" not in outcome:
+        return False
+    got = outcome["ok"]
+    if type(got) not in PLAIN:
+        try:
+            got = decode(got)
+        except Malformed:
+            return False
+    op, expected = shape
+    try:
+        return bool(op(got, expected))
+    except (TypeError, ValueError, OverflowError):  # the full judge reports it
+        return False
 
 
 def _judge_values(
@@ -164,8 +191,14 @@ def _judge_harness(
     results = []
     values, exits = out.values, out.exits
     for i in range(count_tests(tests)):
-        exit_info = exits.get(i, _NO_EXIT)
         msg = values.get(i)
+        if msg is not None and plans and _passes_plainly(i, msg, out, plans[i]):
+            cpu = msg.get("cpu_s", 0.0)
+            results.append(
+                TestResult("passed", float(cpu) if isinstance(cpu, (int, float)) else 0.0)
+            )
+            continue
+        exit_info = exits.get(i, _NO_EXIT)
         cpu = (exit_info if msg is None else msg).get("cpu_s", 0.0)
         time = float(cpu) if isinstance(cpu, (int, float)) else 0.0
         if out.fatal is not None and i >= out.fatal_from:
@@ -219,7 +252,7 @@ def _run_harness(
     runs: list[ExecutionResult] = []
     first = 0
     while True:
-        run = sandbox.run(harness_request(source, {**job, "first": first}, config, limits))
+        run = sandbox.run(harness_request(source, job, config, limits, first))
         if len(run.executions) != 1:
             raise RuntimeError(
                 f"sandbox {sandbox.name!r} returned {len(run.executions)} results for 1 execution"

@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from reward_specs.caches import Cache
 from reward_specs.code.extract import Language
 from reward_specs.code.languages import LANGUAGES
 from reward_specs.code.reference import CodeConfig, FnTests, StdioTests
@@ -17,7 +18,22 @@ from sandboxes.runners import CPP_HARNESS, PY_HARNESS, runner_source
 __all__ = ["cpp_fn_request", "harness_request", "sandbox_limits", "stdio_request"]
 
 
+_LIMITS: Cache[int, tuple[CodeConfig, Limits]] = Cache("code.sandbox_limits", 64)
+"""The sandbox limits of a config, by its identity (an entry holds it, so the id cannot be reused
+while it is kept): the items of a batch share their config, and one `Limits` object each lets the
+backend write its JSON once (`sandboxes.frames`)."""
+
+
 def sandbox_limits(config: CodeConfig) -> Limits:
+    held = _LIMITS.get(id(config))
+    if held is not None and held[0] is config:
+        return held[1]
+    limits = _limits_of(config)
+    _LIMITS.put(id(config), (config, limits))
+    return limits
+
+
+def _limits_of(config: CodeConfig) -> Limits:
     program_mb = min(config.memory_mb, config.test_memory_mb or config.memory_mb)
     return Limits(
         cpu_budget_s=config.budget_s,
@@ -74,12 +90,31 @@ def cpp_fn_request(code: bytes, tests: FnTests, config: CodeConfig) -> RunReques
     )
 
 
+_JOB_FILES: Cache[tuple[int, int, int], tuple[dict[str, Any], bytes]] = Cache(
+    "code.harness_job_files", 256
+)
+"""The harness's job file by (job, first test, value limit), the job by identity (an entry holds
+it, so the id cannot be reused while it is kept): a tests object has one job dict, never
+changed, so every item of a reference sends the same bytes."""
+
+
 def harness_request(
-    code: bytes, job: dict[str, Any], config: CodeConfig, limits: Limits
+    code: bytes, job: dict[str, Any], config: CodeConfig, limits: Limits, first: int = 0
 ) -> RunRequest:
-    job = {**job, "solution": "solution.py", "max_value_bytes": config.max_value_bytes}
+    """The harness on `code`, from test `first` of `job` (`harness._job`'s, never changed)."""
+    key = (id(job), first, config.max_value_bytes)
+    held = _JOB_FILES.get(key)
+    if held is not None and held[0] is job:
+        job_file = held[1]
+    else:
+        # Named before it is dumped, as it always was: marshal flags an object referenced more
+        # than once for back-references, so a temporary dict would change the file's bytes.
+        full = {**job, "first": first, "solution": "solution.py"}
+        full["max_value_bytes"] = config.max_value_bytes
+        job_file = marshal.dumps(full)
+        _JOB_FILES.put(key, (job, job_file))
     return RunRequest(
-        files={"solution.py": code, "job.marshal": marshal.dumps(job)},
+        files={"solution.py": code, "job.marshal": job_file},
         # The same bytes object every time (cached): a backend sends it to a sandbox once, and
         # the supervisor compiles it once.
         shared_files={PY_HARNESS: runner_source(PY_HARNESS)},

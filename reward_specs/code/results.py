@@ -20,7 +20,11 @@ class TestResult:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "time": round(self.time, 4)}
+        time = self.time  # a float zero (most tests) is its own rounding: no round() for it
+        out: dict[str, Any] = {
+            "status": self.status,
+            "time": time if type(time) is float and not time else round(time, 4),
+        }
         if self.diff is not None:
             out["diff"] = self.diff
         if self.error is not None:

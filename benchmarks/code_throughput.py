@@ -14,7 +14,7 @@ hit flatters us), and scores them, in one run, with:
       separate uid, no harness; what the sandbox's own forked-Python step is measured against;
   (c) `POST /v1/score` against `proctor serve` on the docker backend, then on the local backend:
       all items in one request (throughput), then single-item requests from 4 client threads
-      (latency).
+      (latency), all on one kept `httpx.Client` (see `post`).
 
 Separately, 20 infinite loops (single-item requests, one at a time) on the docker backend must
 each come back as a zero with reason `budget_exceeded`, within the budget plus one second.
@@ -335,8 +335,16 @@ def _item(r: Response) -> dict[str, Any]:
     }
 
 
+_HTTP: list[httpx.Client] = []
+
+
 def post(url: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    reply = httpx.post(url + "/v1/score", json={"items": items}, timeout=1800)
+    """One POST of `items`, on one client kept for the whole run, as a trainer keeps its own:
+    `httpx.post` makes a client per call, whose TLS context alone costs the caller as much CPU
+    as (c) spends scoring many items, and (c)'s CPU counts this process's."""
+    if not _HTTP:
+        _HTTP.append(httpx.Client(timeout=1800))
+    reply = _HTTP[0].post(url + "/v1/score", json={"items": items})
     reply.raise_for_status()
     results: list[dict[str, Any]] = reply.json()["results"]
     return results

@@ -11,8 +11,8 @@ verdict memo helps) are scored through
       the quota (the API process outside it);
   (1), (2), (4) `proctor serve --queue` and `redis-server`, with that many `proctor worker
       --workers 1`, each in its own group on the quota (fresh workers for each count).
-Before the timed rounds, each run scores 512 items per worker untimed, off the quota (a fresh
-worker's caches fill on first use, once per worker).
+Before the timed rounds, each run scores two batches of the rounds' size per worker untimed, off
+the quota (a fresh worker's caches fill on first use, once per worker: `warm_up`).
 Targets: (2)/(1) and (4)/(2) at least 1.8, (1)/(e) at least 0.9. For every run it prints where
 the time went: the workers' CPU per item and how much of their quota they used (the rest is
 time spent waiting for a chunk: a batch's start, its end, the hand-offs), and the CPU per item
@@ -62,7 +62,9 @@ MIX = {"math": 40, "code": 24, "puzzle": 37, "ifeval": 10}
 """ProRL's training mix (thousands of prompts, section 3), STEM left out as the issue asks."""
 COUNTS = (1, 2, 4)
 TARGET = 1.8
-WARM_ITEMS = 512
+WARM_BATCHES = 2
+"""Warm-up batches per worker, each of the timed rounds' size (see `warm_up`)."""
+WARM_SEED = 1000
 
 
 def mixed_batch(n: int, seed: int) -> list[dict[str, Any]]:
@@ -228,16 +230,26 @@ def score_rounds(url: str, label: str, groups: Groups, workers: int, n: int, rou
     return Run(label, n, workers, seconds, verdicts, per_item, busy, throttled, by_round)
 
 
-def warm_up(url: str, groups: Groups, workers: int) -> None:
-    """`WARM_ITEMS` per worker, untimed, before the quota applies: a fresh worker fills its
-    caches (one per Reasoning Gym task, the sandboxes' first runs) on first use, once per
-    worker, which would be counted against the runs with more workers."""
+def warm_bodies(n: int, batches: int) -> list[str]:
+    """`batches` mixed batches of `n` items (seeds after `WARM_SEED`), built once for all runs."""
+    return [json.dumps({"items": mixed_batch(n, seed=WARM_SEED + k)}) for k in range(batches)]
+
+
+def warm_up(url: str, groups: Groups, workers: int, bodies: Sequence[str]) -> None:
+    """`WARM_BATCHES` batches per worker of the timed rounds' size, untimed, before the quota
+    applies. A fresh worker fills its caches on first use, once: the sandboxes' first runs, and
+    one per Reasoning Gym task (its module and scoring data), which must not be counted against
+    the runs with more workers. A batch of the rounds' size names the rounds' tasks whatever its
+    seed (`puzzle_cases` goes through the tasks in order), with other entries and answers; and
+    since chunks go to whichever worker is free, each worker has seen every task only after
+    several such batches, hence a number of them that grows with the workers."""
     groups.limit(workers, on=False)
-    timed_score(url, json.dumps({"items": mixed_batch(WARM_ITEMS * workers, seed=999)}))
+    for body in bodies[: WARM_BATCHES * workers]:
+        timed_score(url, body)
     groups.limit(workers, on=True)
 
 
-def embedded(groups: Groups, n: int, rounds: int) -> Run:
+def embedded(groups: Groups, n: int, rounds: int, warm: Sequence[str]) -> Run:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     argv = _proctor("serve", "--port", str(port), "--workers", "1")
@@ -245,7 +257,7 @@ def embedded(groups: Groups, n: int, rounds: int) -> Run:
         _wait(lambda: _ready(url), "the embedded server was not ready")
         with _sweeping(groups.workers[0], api):
             time.sleep(1.0)  # the first sweep
-            warm_up(url, groups, 1)
+            warm_up(url, groups, 1, warm)
             return score_rounds(url, "(e) embedded", groups, 1, n, rounds)
 
 
@@ -256,7 +268,7 @@ def _alive(client: redis.Redis) -> int:
     return sum(bool(client.exists(keys.alive_key(name))) for name in names)
 
 
-def queued(groups: Groups, n: int, rounds: int) -> list[Run]:
+def queued(groups: Groups, n: int, rounds: int, warm: Sequence[str]) -> list[Run]:
     """One Redis and one API for every worker count; fresh workers for each."""
     runs = []
     with ExitStack() as stack:
@@ -277,7 +289,7 @@ def queued(groups: Groups, n: int, rounds: int) -> list[Run]:
                     fleet.enter_context(_process(worker, group))
                 _wait(lambda: _alive(client) == count, f"{count} workers were not alive")  # noqa: B023
                 _wait(lambda: _ready(url), "the queue API was not ready")
-                warm_up(url, groups, count)
+                warm_up(url, groups, count, warm)
                 runs.append(score_rounds(url, f"({count}) queue", groups, count, n, rounds))
             _wait(lambda: _alive(client) == 0, "stopped workers still listed", timeout=60)
     return runs
@@ -376,8 +388,9 @@ def main() -> int:
         except Unsupported as e:
             print(f"needs CPU cgroups: {e}")
             return 2
-        runs = [] if args.no_embedded else [embedded(groups, n, rounds)]
-        runs += queued(groups, n, rounds)
+        warm = warm_bodies(n, WARM_BATCHES * max(COUNTS))
+        runs = [] if args.no_embedded else [embedded(groups, n, rounds, warm)]
+        runs += queued(groups, n, rounds, warm)
     print(f"load average at end: {os.getloadavg()}")
     missed = report(runs, groups.quota, rounds)
     if missed:

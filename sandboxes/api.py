@@ -147,4 +147,10 @@ class SandboxBackend(Protocol):
 
     def stats(self) -> SandboxStats: ...
 
+    def environment_changed(self) -> str | None:
+        """Why a sandbox started now would not be the environment this backend opened with
+        (docker: the image's tag names another image), or None. Known to the backend alone;
+        what the host's /usr holds under `local` is for the caller to probe."""
+        ...
+
     def close(self) -> None: ...

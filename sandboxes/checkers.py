@@ -57,6 +57,10 @@ class LazyBackend:
         backend = self._backend
         return backend.stats() if backend is not None else SandboxStats(0, 0, 0, 0, 0)
 
+    def environment_changed(self) -> str | None:
+        backend = self._backend
+        return backend.environment_changed() if backend is not None else None
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

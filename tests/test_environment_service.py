@@ -22,6 +22,9 @@ from typing import Any
 import httpx
 import pytest
 
+from proctor_client.local import LocalScorer
+from reward_specs import default_registry, load_specs
+from sandboxes import SandboxSettings
 from service.dispatch.base import DispatchStats
 from service.queue import keys, transport
 from service.settings import Settings
@@ -267,3 +270,61 @@ def test_a_pinned_environment_no_worker_has_refuses_code_and_serves_the_rest(
         assert [r["score"] for r in served.json()["results"]] == [1.0]
     finally:
         api.stop()
+
+
+# ------------------------------------------------- one hash everywhere, and a changed environment
+
+
+def _proctor(*args: str, wrap: Callable[[list[str]], list[str]] = list) -> str:
+    """`proctor ARGS` on this checkout with `_env()` (the `local` sandbox); its stdout."""
+    argv = wrap([sys.executable, "-m", "service.cli", *args])
+    done = subprocess.run(argv, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def _listed(stdout: str) -> dict[str, str]:
+    """`proctor specs`'s lines: spec name -> hash."""
+    rows = [line[2:].split() for line in stdout.splitlines() if not line.startswith("#")]
+    return {row[0]: row[2] for row in rows}
+
+
+@pytest.mark.slow
+def test_a_server_proctor_score_proctor_specs_and_the_local_scorer_report_one_hash(
+    tmp_path: Path, processes: list[Worker]
+) -> None:
+    served = httpx.get(_serve_local(tmp_path, "served", False, processes) + "/v1/specs").json()
+    hashes = {s["name"]: s["hash"] for s in served["specs"]}
+    digest = served["environments"]["code"]
+    builtin = sorted(p.stem for p in (ROOT / "reward_specs" / "specs").glob("*.toml"))
+    assert set(builtin) <= set(hashes)
+
+    specs = _proctor("specs", "--spec-dir", str(TEST_SPECS))
+    assert f"# code environment {digest} (local sandbox)" in specs.splitlines()
+    assert _listed(specs) == hashes
+    shown = json.loads(_proctor("specs", builtin[0]))
+    assert shown["hash"] == hashes[builtin[0]] and shown["environments"] == {"code": digest}
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    for name in builtin:  # line 1 of `proctor score`, written once its sandbox is probed
+        header = _proctor("score", str(empty), "--spec", name, "--workers", "1", "--no-progress")
+        assert json.loads(header.splitlines()[0])["spec"]["hash"] == hashes[name], name
+
+    scorer = LocalScorer(builtin[0], workers=1, sandbox=SandboxSettings(pool_size=1))
+    try:
+        assert scorer.spec.hash == hashes[builtin[0]]
+    finally:
+        scorer.close()
+
+
+def test_proctor_specs_without_a_sandbox_lists_the_hashes_without_the_environment() -> None:
+    env = {**_env(), "PROCTOR_SANDBOX__BACKEND": "docker",
+           "PROCTOR_SANDBOX__DOCKER_URL": "unix:///nonexistent/docker.sock"}  # fmt: skip
+    argv = [sys.executable, "-m", "service.cli", "specs"]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    first, *rest = done.stdout.splitlines()
+    assert first.startswith("# without the code environment: the docker sandbox is unavailable")
+    plain = {name: spec.hash for name, spec in load_specs(default_registry()).items()}
+    assert _listed("\n".join(rest)) == plain

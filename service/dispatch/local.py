@@ -19,11 +19,12 @@ import time
 from concurrent.futures import Future
 
 from reward_specs import Outcome, Registry, ScoreContext, codes, score_item
-from reward_specs.code.environment import environment_digest, probe_environment
+from reward_specs.code.environment import environment_digest
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
-from service.dispatch.base import DispatchStats, Work, sandboxed_domains
+from service.dispatch.base import DispatchStats, Work
 from service.dispatch.costs import CostModel
+from service.dispatch.environment import probe_digests
 from service.dispatch.pool import WorkerPool
 from service.dispatch.threads import FairThreads
 from service.settings import Settings
@@ -82,14 +83,14 @@ class LocalDispatcher:
     def _probe(self, sandbox: SandboxBackend) -> dict[str, str]:
         """The sandbox's environment digest, for each domain that runs in it; says which
         toolchains the sandbox lacks (`proctor serve` says so for `local` before it starts)."""
-        report = probe_environment(sandbox)
+        environments, report = probe_digests(sandbox, self.registry)
         digest = environment_digest(report)
         backend = self.settings.sandbox.backend
         log.info("sandbox %s: code environment %s", backend, digest)
         missing = sorted(tool for tool, version in report["tools"].items() if version is None)
         if missing and backend != "local":
             log.warning("the %s sandbox has no %s: those languages' items fail", backend, missing)
-        return {domain: digest for domain in sandboxed_domains(self.registry)}
+        return environments
 
     def environments(self) -> dict[str, str]:
         return self._environments

@@ -10,8 +10,11 @@ metadata is masked: the jail binds /usr from that namespace, the host is left as
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -19,12 +22,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import docker
+import docker.errors
 import httpx
 import pytest
 
 from proctor_client.local import LocalScorer
-from reward_specs import default_registry, load_specs
+from reward_specs import caches, default_registry, load_specs
 from sandboxes import SandboxSettings
+from sandboxes.settings import DEFAULT_IMAGE
 from service.dispatch.base import DispatchStats
 from service.queue import keys, transport
 from service.settings import Settings
@@ -39,6 +45,7 @@ from tests.redis_fixtures import (
     serve_queue,
     status_of,
 )
+from tests.sandbox_fixtures import sandbox_settings, unavailable
 
 DOC = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
 DIST = Path("/usr/lib/python3/dist-packages")
@@ -234,6 +241,13 @@ def test_an_environment_pinned_by_setting_must_be_a_digest() -> None:
     assert Settings(code_environment=digest).code_environment == digest
 
 
+def test_the_probe_interval_is_bounded() -> None:
+    for refused in (0, 0.5, 86401):
+        with pytest.raises(ValueError, match="environment_probe_interval_s"):
+            Settings(environment_probe_interval_s=refused)
+    assert Settings().environment_probe_interval_s == 300
+
+
 def test_a_worker_report_carries_its_environment() -> None:
     report = transport.WorkerReport.of(("code",), DispatchStats("local"), 2, {"code": "sha256:x"})
     again = transport.WorkerReport.decode(report.encode())
@@ -328,3 +342,139 @@ def test_proctor_specs_without_a_sandbox_lists_the_hashes_without_the_environmen
     assert first.startswith("# without the code environment: the docker sandbox is unavailable")
     plain = {name: spec.hash for name, spec in load_specs(default_registry()).items()}
     assert _listed("\n".join(rest)) == plain
+
+
+def _visible_site_dir() -> Path:
+    """The directory of the sandbox interpreter's path under /usr/local where pip installs."""
+    argv = ["/usr/bin/python3", "-I", "-c", "import sys; print('\\n'.join(sys.path))"]
+    path = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
+    local = [Path(p) for p in path if p.startswith("/usr/local/") and Path(p).is_dir()]
+    if not local:
+        problem = "the sandbox's python3 has no /usr/local site directory on its path"
+        if IN_CI:
+            pytest.fail(problem, pytrace=False)
+        pytest.skip(problem)
+    return local[0]
+
+
+def _over(directory: Path, source: Path) -> Callable[[list[str]], list[str]]:
+    """`argv` in a mount namespace of its own where `directory` shows `source` (the jail binds
+    /usr from that namespace; the host is left as it was)."""
+    script = f'mount --bind "{source}" "{directory}" && exec "$@"'
+    return lambda argv: ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                         script, "sh", *argv]  # fmt: skip
+
+
+def _code_item(k: int) -> dict[str, Any]:
+    tests = {"stdio": [{"input": "2\n", "output": "4\n"}]}
+    return {"id": f"c{k}", "domain": "code", "reference": {"language": "python", "tests": tests},
+            "response": f"```python\nprint(int(input()) * 2)  # {k}\n```"}  # fmt: skip
+
+
+def _metric(url: str, name: str) -> float:
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
+@pytest.mark.slow
+def test_a_package_installed_while_a_local_server_runs_stops_its_code_items(
+    tmp_path: Path, processes: list[Worker]
+) -> None:
+    _needs_namespaces()
+    site = _visible_site_dir()
+    mine = tmp_path / "site"
+    shutil.copytree(site, mine, symlinks=True)  # the host's site directory, as it is
+    wrap = _over(site, mine)
+    port = free_port()
+    argv = [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+            "--spec-dir", str(TEST_SPECS), "--log-level", "info"]  # fmt: skip
+    log = tmp_path / "serve.log"
+    process = _popen(wrap(argv), log, _env())
+    processes.append(Worker(process, log))
+    url = f"http://127.0.0.1:{port}"
+    poll(lambda: status_of(url + "/readyz") == 200 or process.poll() is not None, WORKER_READY_S)
+    assert process.poll() is None, log.read_text()[-2000:]
+    before = httpx.get(url + "/v1/specs").json()
+    scored = httpx.post(url + "/v1/score", json={"items": [_code_item(0)]}, timeout=120).json()
+    assert scored["results"][0]["score"] == 1.0
+    assert httpx.get(url + "/readyz").json()["components"]["code_environment"] is True
+    assert _metric(url, "proctor_environment_changes_total") == 0
+
+    # pip's way of installing a distribution: its metadata in a *.dist-info directory
+    info = mine / "proctor_probe_dummy-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: proctor-probe-dummy\nVersion: 1.0\n"
+    )
+    (mine / "proctor_probe_dummy.py").write_text("VALUE = 1\n")
+    poll(lambda: status_of(url + "/readyz") == 503, timeout=60)
+
+    ready = httpx.get(url + "/readyz").json()["components"]
+    assert ready["code_environment"] is False and ready["workers"] and ready["sandbox"]
+    assert httpx.get(url + "/v1/specs").json() == before  # the digest it started with
+    math = {"domain": "math", "response": "\\boxed{4}", "reference": {"answer": "4"}}
+    body = httpx.post(url + "/v1/score", json={"items": [_code_item(0), math]}, timeout=120).json()
+    code, served = body["results"]
+    assert code["status"] == "infra_error" and code["error"]["code"] == "environment_changed"
+    assert before["environments"]["code"] in code["error"]["message"]
+    assert served["status"] == "ok" and served["score"] == 1.0
+    assert body["spec"]["hash"] == scored["spec"]["hash"]
+    assert _metric(url, "proctor_environment_changes_total") == 1
+    text = log.read_text()
+    assert "the code environment changed" in text and "+proctor-probe-dummy 1.0" in text
+
+    # a restart (here: `proctor specs` where the server runs) probes the new environment
+    now = _proctor("specs", "--spec-dir", str(TEST_SPECS), wrap=wrap)
+    other = now.splitlines()[0].split()[3]
+    assert other.startswith("sha256:") and other != before["environments"]["code"]
+    hashes = {s["name"]: s["hash"] for s in before["specs"]}
+    assert all(hashes[name] != h for name, h in _listed(now).items())
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_another_image_under_the_tag_stops_a_docker_servers_code_items(
+    make_server: Callable[..., Server],
+) -> None:
+    try:
+        engine = docker.from_env(timeout=120)
+        named = os.environ.get("PROCTOR_SANDBOX_IMAGE", DEFAULT_IMAGE)
+        base = engine.images.get(named)
+    except docker.errors.DockerException as exc:
+        unavailable(f"docker: {exc}")
+    repository, tag = "proctor-sandbox-retag", secrets.token_hex(4)
+    image = f"{repository}:{tag}"
+    base.tag(repository, tag)
+    dockerfile = f"FROM {named}\nLABEL io.proctor.test=retag-{tag}\n"  # a local base: no pull
+    other, _ = engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), rm=True)
+    assert other.id != base.id
+    try:
+        # one sandbox, replaced after every request: each request is followed by a start
+        sandbox = sandbox_settings("docker", image=image, pool_size=1, recycle_after=1)
+        server = make_server(workers=1, sandbox=sandbox)
+        before = httpx.get(server.url + "/v1/specs").json()
+        first = httpx.post(server.url + "/v1/score", json={"items": [_code_item(0)]}, timeout=120)
+        assert first.json()["results"][0]["score"] == 1.0
+        assert len(caches.registered()["code.verdicts"]) > 0
+
+        other.tag(repository, tag)  # the tag names another image now
+        # the next request's sandbox was started before; the start after it finds the change
+        httpx.post(server.url + "/v1/score", json={"items": [_code_item(1)]}, timeout=120)
+        poll(lambda: status_of(server.url + "/readyz") == 503, timeout=60)
+
+        ready = httpx.get(server.url + "/readyz").json()["components"]
+        assert ready["code_environment"] is False and ready["sandbox"] is True
+        assert httpx.get(server.url + "/v1/specs").json() == before
+        assert len(caches.registered()["code.verdicts"]) == 0
+        body = httpx.post(server.url + "/v1/score", json={"items": [_code_item(0)]}, timeout=120)
+        (result,) = body.json()["results"]
+        assert (result["status"], result["error"]["code"]) == ("infra_error", "environment_changed")
+        assert f"{image!r} is {other.id} now, not {base.id}" in result["error"]["message"]
+        assert _metric(server.url, "proctor_environment_changes_total") == 1
+    finally:
+        for leftover in (image, other.id):  # the tag, then the image, if the tag left it
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                engine.images.remove(leftover, force=True)
+        engine.close()

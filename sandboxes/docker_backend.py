@@ -368,6 +368,9 @@ class DockerBackend(SupervisorPool):
     def environment_changed(self) -> str | None:
         return self._changed
 
+    def same_environment(self, settings: SandboxSettings) -> SandboxSettings:
+        return settings.model_copy(update={"image": self._image_id})
+
     def _check_image(self) -> None:
         """Before each start: whether the image's tag still names the image this backend opened
         with. Once it does not, `environment_changed` says so for good; containers are still

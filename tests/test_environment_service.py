@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ import pytest
 from proctor_client.local import LocalScorer
 from reward_specs import caches, default_registry, load_specs
 from sandboxes import SandboxSettings
+from sandboxes.api import Execution, RunRequest
+from sandboxes.checkers import checker_settings
 from sandboxes.settings import DEFAULT_IMAGE
 from service.dispatch.base import DispatchStats
 from service.queue import keys, transport
@@ -45,7 +48,7 @@ from tests.redis_fixtures import (
     serve_queue,
     status_of,
 )
-from tests.sandbox_fixtures import sandbox_settings, unavailable
+from tests.sandbox_fixtures import open_or_skip, sandbox_settings, unavailable
 
 DOC = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
 DIST = Path("/usr/lib/python3/dist-packages")
@@ -433,11 +436,27 @@ def test_a_package_installed_while_a_local_server_runs_stops_its_code_items(
     assert all(hashes[name] != h for name, h in _listed(now).items())
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_another_image_under_the_tag_stops_a_docker_servers_code_items(
-    make_server: Callable[..., Server],
-) -> None:
+@dataclass
+class MovingTag:
+    """A tag of its own on the sandbox image, and another image to move it to: the sandbox
+    image plus `/etc/proctor-retag`, which a program can read."""
+
+    engine: Any
+    repository: str
+    tag: str
+    base: Any
+    other: Any
+
+    @property
+    def image(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+    def move(self) -> None:
+        self.other.tag(self.repository, self.tag)
+
+
+@pytest.fixture
+def moving_tag() -> Iterator[MovingTag]:
     try:
         engine = docker.from_env(timeout=120)
         named = os.environ.get("PROCTOR_SANDBOX_IMAGE", DEFAULT_IMAGE)
@@ -445,36 +464,84 @@ def test_another_image_under_the_tag_stops_a_docker_servers_code_items(
     except docker.errors.DockerException as exc:
         unavailable(f"docker: {exc}")
     repository, tag = "proctor-sandbox-retag", secrets.token_hex(4)
-    image = f"{repository}:{tag}"
-    base.tag(repository, tag)
-    dockerfile = f"FROM {named}\nLABEL io.proctor.test=retag-{tag}\n"  # a local base: no pull
-    other, _ = engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), rm=True)
-    assert other.id != base.id
+    # FROM a local image: the build pulls nothing
+    dockerfile = f"FROM {named}\nUSER root\nRUN echo {tag} > /etc/proctor-retag\n"
+    built: list[str] = []
     try:
-        # one sandbox, replaced after every request: each request is followed by a start
-        sandbox = sandbox_settings("docker", image=image, pool_size=1, recycle_after=1)
-        server = make_server(workers=1, sandbox=sandbox)
-        before = httpx.get(server.url + "/v1/specs").json()
-        first = httpx.post(server.url + "/v1/score", json={"items": [_code_item(0)]}, timeout=120)
-        assert first.json()["results"][0]["score"] == 1.0
-        assert len(caches.registered()["code.verdicts"]) > 0
-
-        other.tag(repository, tag)  # the tag names another image now
-        # the next request's sandbox was started before; the start after it finds the change
-        httpx.post(server.url + "/v1/score", json={"items": [_code_item(1)]}, timeout=120)
-        poll(lambda: status_of(server.url + "/readyz") == 503, timeout=60)
-
-        ready = httpx.get(server.url + "/readyz").json()["components"]
-        assert ready["code_environment"] is False and ready["sandbox"] is True
-        assert httpx.get(server.url + "/v1/specs").json() == before
-        assert len(caches.registered()["code.verdicts"]) == 0
-        body = httpx.post(server.url + "/v1/score", json={"items": [_code_item(0)]}, timeout=120)
-        (result,) = body.json()["results"]
-        assert (result["status"], result["error"]["code"]) == ("infra_error", "environment_changed")
-        assert f"{image!r} is {other.id} now, not {base.id}" in result["error"]["message"]
-        assert _metric(server.url, "proctor_environment_changes_total") == 1
+        other, _ = engine.images.build(fileobj=io.BytesIO(dockerfile.encode()), rm=True)
+        built.append(other.id)
+        base.tag(repository, tag)
+        assert other.id != base.id
+        yield MovingTag(engine, repository, tag, base, other)
     finally:
-        for leftover in (image, other.id):  # the tag, then the image, if the tag left it
+        for leftover in (f"{repository}:{tag}", *built):  # the tag, then the image it left
             with contextlib.suppress(docker.errors.ImageNotFound):
                 engine.images.remove(leftover, force=True)
         engine.close()
+
+
+_READ_MARK = RunRequest(
+    files={},
+    executions=[Execution(("sh", "-c", "cat /etc/proctor-retag || echo none"))],
+)
+
+
+@pytest.mark.docker
+def test_a_docker_backend_runs_the_image_it_opened_with_after_its_tag_moves(
+    moving_tag: MovingTag,
+) -> None:
+    settings = sandbox_settings("docker", image=moving_tag.image, pool_size=1, recycle_after=1)
+    backend = open_or_skip(settings)
+    try:
+        pinned = backend.same_environment(settings)
+        assert pinned.image == moving_tag.base.id
+        moving_tag.move()
+        # started before the move, then after it: the image opened with, each time
+        for _ in range(2):
+            (run,) = backend.run(_READ_MARK).executions
+            assert run.stdout == b"none\n"
+        poll(lambda: backend.environment_changed() is not None, timeout=30)
+        changed = backend.environment_changed()
+        assert changed is not None and f"is {moving_tag.other.id} now" in changed
+        # the checkers' pool, opened only now, runs it too; a backend of the tag, the new one
+        checkers = open_or_skip(checker_settings(pinned))
+        fresh = open_or_skip(settings)
+        try:
+            assert checkers.run(_READ_MARK).executions[0].stdout == b"none\n"
+            assert checkers.environment_changed() is None
+            assert fresh.run(_READ_MARK).executions[0].stdout == f"{moving_tag.tag}\n".encode()
+        finally:
+            checkers.close()
+            fresh.close()
+    finally:
+        backend.close()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_another_image_under_the_tag_stops_a_docker_servers_code_items(
+    make_server: Callable[..., Server], moving_tag: MovingTag
+) -> None:
+    image, base, other = moving_tag.image, moving_tag.base, moving_tag.other
+    # one sandbox, replaced after every request: each request is followed by a start
+    sandbox = sandbox_settings("docker", image=image, pool_size=1, recycle_after=1)
+    server = make_server(workers=1, sandbox=sandbox)
+    before = httpx.get(server.url + "/v1/specs").json()
+    first = httpx.post(server.url + "/v1/score", json={"items": [_code_item(0)]}, timeout=120)
+    assert first.json()["results"][0]["score"] == 1.0
+    assert len(caches.registered()["code.verdicts"]) > 0
+
+    moving_tag.move()
+    # the next request's sandbox was started before; the start after it finds the change
+    httpx.post(server.url + "/v1/score", json={"items": [_code_item(1)]}, timeout=120)
+    poll(lambda: status_of(server.url + "/readyz") == 503, timeout=60)
+
+    ready = httpx.get(server.url + "/readyz").json()["components"]
+    assert ready["code_environment"] is False and ready["sandbox"] is True
+    assert httpx.get(server.url + "/v1/specs").json() == before
+    assert len(caches.registered()["code.verdicts"]) == 0
+    body = httpx.post(server.url + "/v1/score", json={"items": [_code_item(0)]}, timeout=120)
+    (result,) = body.json()["results"]
+    assert (result["status"], result["error"]["code"]) == ("infra_error", "environment_changed")
+    assert f"{image!r} is {other.id} now, not {base.id}" in result["error"]["message"]
+    assert _metric(server.url, "proctor_environment_changes_total") == 1

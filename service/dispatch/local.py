@@ -78,6 +78,9 @@ class LocalDispatcher:
         if self._needs_sandbox:
             try:
                 self._sandbox = await asyncio.to_thread(open_backend, self.settings.sandbox)
+                # the checkers' pool, not opened yet, in the environment about to be probed
+                pinned = self._sandbox.same_environment(self.settings.sandbox)
+                self._checkers = open_checker_backend(pinned)
                 self._environment = await asyncio.to_thread(self._probe, self._sandbox)
                 self._environment_watch = asyncio.create_task(
                     self._watch_environment(self._environment), name="proctor-environment"

@@ -114,9 +114,10 @@ class LocalDispatcher:
     def _forget(self) -> None:
         """The environment changed: what the sandboxed domains' scorers keep of their verdicts
         is emptied."""
-        for scorer in self.registry:
-            if scorer.executor == "thread" and scorer.forget is not None:
-                scorer.forget()
+        for domain in sandboxed_domains(self.registry):
+            forget = self.registry.get(domain).forget
+            if forget is not None:
+                forget()
 
     def environments(self) -> dict[str, str]:
         return self._environments

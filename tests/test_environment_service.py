@@ -368,6 +368,26 @@ def _over(directory: Path, source: Path) -> Callable[[list[str]], list[str]]:
                          script, "sh", *argv]  # fmt: skip
 
 
+def _own_site_dir(tmp_path: Path) -> tuple[Path, Callable[[list[str]], list[str]]]:
+    """A copy of the sandbox interpreter's /usr/local site directory, and the wrapper that runs
+    a command where that directory shows the copy."""
+    site = _visible_site_dir()
+    mine = tmp_path / "site"
+    shutil.copytree(site, mine, symlinks=True)  # the host's site directory, as it is
+    return mine, _over(site, mine)
+
+
+def _install_dummy(site: Path) -> None:
+    """pip's way of installing a distribution: its module, and its metadata in a *.dist-info
+    directory."""
+    info = site / "proctor_probe_dummy-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: proctor-probe-dummy\nVersion: 1.0\n"
+    )
+    (site / "proctor_probe_dummy.py").write_text("VALUE = 1\n")
+
+
 def _code_item(k: int) -> dict[str, Any]:
     tests = {"stdio": [{"input": "2\n", "output": "4\n"}]}
     return {"id": f"c{k}", "domain": "code", "reference": {"language": "python", "tests": tests},
@@ -386,10 +406,7 @@ def test_a_package_installed_while_a_local_server_runs_stops_its_code_items(
     tmp_path: Path, processes: list[Worker]
 ) -> None:
     _needs_namespaces()
-    site = _visible_site_dir()
-    mine = tmp_path / "site"
-    shutil.copytree(site, mine, symlinks=True)  # the host's site directory, as it is
-    wrap = _over(site, mine)
+    mine, wrap = _own_site_dir(tmp_path)
     port = free_port()
     argv = [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
             "--spec-dir", str(TEST_SPECS), "--log-level", "info"]  # fmt: skip
@@ -405,13 +422,7 @@ def test_a_package_installed_while_a_local_server_runs_stops_its_code_items(
     assert httpx.get(url + "/readyz").json()["components"]["code_environment"] is True
     assert _metric(url, "proctor_environment_changes_total") == 0
 
-    # pip's way of installing a distribution: its metadata in a *.dist-info directory
-    info = mine / "proctor_probe_dummy-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: proctor-probe-dummy\nVersion: 1.0\n"
-    )
-    (mine / "proctor_probe_dummy.py").write_text("VALUE = 1\n")
+    _install_dummy(mine)
     poll(lambda: status_of(url + "/readyz") == 503, timeout=60)
 
     ready = httpx.get(url + "/readyz").json()["components"]
@@ -545,3 +556,26 @@ def test_another_image_under_the_tag_stops_a_docker_servers_code_items(
     assert (result["status"], result["error"]["code"]) == ("infra_error", "environment_changed")
     assert f"{image!r} is {other.id} now, not {base.id}" in result["error"]["message"]
     assert _metric(server.url, "proctor_environment_changes_total") == 1
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+def test_a_worker_whose_environment_changes_stops_saying_it_is_alive(
+    redis_server: RedisServer, tmp_path: Path, processes: list[Worker]
+) -> None:
+    _needs_namespaces()
+    mine, wrap = _own_site_dir(tmp_path)
+    argv = [sys.executable, "-m", "service.cli", "worker", "--queue", redis_server.url,
+            "--domains", "code", "--spec-dir", str(TEST_SPECS), "--log-level", "info"]  # fmt: skip
+    log = tmp_path / "worker.log"
+    worker = Worker(_popen(wrap(argv), log, _env()), log)
+    processes.append(worker)
+    worker.wait_alive(redis_server.url)
+    digest = _report(redis_server, worker).environment("code")
+
+    _install_dummy(mine)
+    poll(lambda: not any(worker.named(n) for n in _live(redis_server)), timeout=60)
+    assert worker.process.poll() is None  # alive, and saying it may not take code chunks
+    text = log.read_text()
+    assert digest is not None and "the code environment changed" in text
+    assert "+proctor-probe-dummy 1.0" in text

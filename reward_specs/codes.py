@@ -14,6 +14,7 @@ __all__ = [
     "CANCELLED",
     "DEADLINE_EXCEEDED",
     "DISPATCH_ERROR",
+    "ENVIRONMENT_CHANGED",
     "JOB_FAILED",
     "JOB_LOST",
     "MALFORMED_ITEM",
@@ -46,6 +47,7 @@ POOL_CRASHED: Final = "pool_crashed"
 SANDBOX_ERROR: Final = "sandbox_error"
 SANDBOX_UNAVAILABLE: Final = "sandbox_unavailable"
 SHUTTING_DOWN: Final = "shutting_down"
+ENVIRONMENT_CHANGED: Final = "environment_changed"
 
 # A job's `error`.
 CANCELLED: Final = "cancelled"
@@ -68,6 +70,7 @@ SERVER_CODES: Final = frozenset(
         SANDBOX_ERROR,
         SANDBOX_UNAVAILABLE,
         SHUTTING_DOWN,
+        ENVIRONMENT_CHANGED,
         CANCELLED,
         JOB_FAILED,
         JOB_LOST,

@@ -234,8 +234,9 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
             )
         if memo_key:
             _VALIDATED.put(memo_key, reference)
-    if item.reference_key:
-        ctx = replace(ctx, reference_key=item.reference_key)
+    ctx = replace(
+        ctx, reference_key=item.reference_key, domain_hash=spec.domain_hashes.get(item.domain)
+    )
 
     text = strip_reasoning(item.response) if spec.response.strip_reasoning else item.response
     try:

@@ -93,6 +93,10 @@ class ScoreContext:
     reference_key: str | None = None
     """Set per item by the engine from `Item.reference_key`: equal keys mean equal references,
     so a scorer may memoise per-reference work (or a whole verdict) under it."""
+    domain_hash: str | None = None
+    """Set per item by the engine: the spec's hash of the item's domain (`Spec.domain_hashes`:
+    its config, the libraries and its environment's digest), so that a verdict a scorer keeps
+    is kept under everything that can change it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,9 @@ class Scorer(Generic[R, C]):
     learns each label's typical time and hands the costliest items to its workers first, so that
     one slow item does not finish a batch alone on one core. It only orders work, never changes a
     verdict; it must be pure and cheap, and None (the default, or as a result) means "typical"."""
+    forget: Callable[[], None] | None = None
+    """Empties what the scorer keeps of its verdicts in this process; the service calls it when
+    the domain's environment (its sandbox's) has changed. None: it keeps none."""
 
     @classmethod
     def from_function(
@@ -159,6 +166,7 @@ class Scorer(Generic[R, C]):
         libraries: tuple[str, ...] = (),
         answer_key: AnswerKeyFn[C] | None = None,
         workload: WorkloadFn | None = None,
+        forget: Callable[[], None] | None = None,
     ) -> Scorer[R, C]:
         """The scorer of `score(response, reference: R, config: C, ctx)`: its annotations give the
         reference and config types, the first paragraph of its docstring the description, so
@@ -175,6 +183,7 @@ class Scorer(Generic[R, C]):
             description=_first_paragraph(domain, score),
             answer_key=answer_key,
             workload=workload,
+            forget=forget,
         )
 
 

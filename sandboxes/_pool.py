@@ -350,6 +350,14 @@ class SupervisorPool(ABC):
                 self._give(sup)
         return result
 
+    def environment_changed(self) -> str | None:
+        """None: a backend that can tell (docker) says otherwise."""
+        return None
+
+    def same_environment(self, settings: SandboxSettings) -> SandboxSettings:
+        """`settings` as they are: the host's environment is every such backend's."""
+        return settings
+
     def ready(self) -> bool:
         """Open, with a supervisor alive or being started (a replacement counts)."""
         with self._lock:

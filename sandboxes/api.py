@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from sandboxes.settings import SandboxSettings
 
 __all__ = [
     "Execution",
@@ -146,5 +149,16 @@ class SandboxBackend(Protocol):
     def ready(self) -> bool: ...
 
     def stats(self) -> SandboxStats: ...
+
+    def environment_changed(self) -> str | None:
+        """Why a sandbox started now would not be the environment this backend opened with
+        (docker: the image's tag names another image), or None. Known to the backend alone;
+        what the host's /usr holds under `local` is for the caller to probe."""
+        ...
+
+    def same_environment(self, settings: SandboxSettings) -> SandboxSettings:
+        """`settings` for another backend that must run in this one's environment (the code
+        domain's checkers): docker's name the image this backend opened with, by its id."""
+        ...
 
     def close(self) -> None: ...

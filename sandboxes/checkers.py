@@ -7,7 +7,9 @@ requests. So these requests get a pool of their own, where every untrusted progr
 `program` test's solution) is exec'd afresh and only trusted runners are forked:
 `open_checker_backend` returns it, opened on its first run (most workloads need none), with the
 responses' pool size and, for docker, a label of its own (closing one backend removes the
-containers of its label).
+containers of its label). Give it the responses' backend's `same_environment(settings)`, so
+that it runs what the responses' pool runs (docker: the same image, by id, whatever the tag
+names by the time it opens).
 """
 
 from __future__ import annotations
@@ -56,6 +58,14 @@ class LazyBackend:
     def stats(self) -> SandboxStats:
         backend = self._backend
         return backend.stats() if backend is not None else SandboxStats(0, 0, 0, 0, 0)
+
+    def environment_changed(self) -> str | None:
+        backend = self._backend
+        return backend.environment_changed() if backend is not None else None
+
+    def same_environment(self, settings: SandboxSettings) -> SandboxSettings:
+        backend = self._backend
+        return backend.same_environment(settings) if backend is not None else settings
 
     def close(self) -> None:
         with self._lock:

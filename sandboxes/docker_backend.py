@@ -9,6 +9,11 @@ per-container directory bind-mounted read-only (`socket` transport; the socket a
 deleted once the supervisor has connected), or over the attached stdin/stdout (`attach`: one
 hijacked connection per container through the engine). Never a `docker exec` per run.
 
+Containers are made from the image the backend opened with, by its id: a tag moved to another
+image later changes nothing the backend runs, and the backend says so (`environment_changed`,
+checked before each container start) so that the service stops scoring under the hash it
+probed.
+
 Containers carry the label `io.proctor.sandbox=<docker_label>` and an owner label (host name and
 pid). At shutdown a service removes its own; at start-up, those whose owner on this host is gone.
 A container whose service dies sees its stdin close (the attach connection drops), exits and is
@@ -109,7 +114,12 @@ class ContainerChannel:
     given) once the supervisor has connected, else the frames in the `AttachStream`."""
 
     def __init__(
-        self, client: Any, settings: SandboxSettings, name: str, socket_dir: str | None = None
+        self,
+        client: Any,
+        settings: SandboxSettings,
+        name: str,
+        image: str,
+        socket_dir: str | None = None,
     ) -> None:
         self._closed = False
         self._start_timeout = settings.start_timeout_s
@@ -133,7 +143,7 @@ class ContainerChannel:
             directory = self._socket.directory
             mounts.append(docker.types.Mount(_SOCKET_MOUNT, directory, type="bind", read_only=True))
         try:
-            self._container = self._create(client, settings, name, config, mounts)
+            self._container = self._create(client, settings, name, image, config, mounts)
         except docker.errors.APIError as exc:
             if self._socket is not None:
                 self._socket.close()
@@ -155,6 +165,7 @@ class ContainerChannel:
         client: Any,
         settings: SandboxSettings,
         name: str,
+        image: str,
         config: SupervisorConfig,
         mounts: list[Any],
     ) -> Any:
@@ -162,7 +173,7 @@ class ContainerChannel:
         work = f"size={settings.work_tmpfs_bytes},{files},mode=1777,nosuid,nodev,exec"
         tmp = f"size={settings.tmp_tmpfs_bytes},{files},mode=1777,noexec,nosuid,nodev"
         return client.containers.create(
-            settings.image,
+            image,
             command=["python3", "-S", "-c", BOOTSTRAP, json.dumps(config)],
             name=name,
             labels={LABEL: settings.docker_label, OWNER_LABEL: owner_id()},
@@ -309,8 +320,9 @@ class DockerBackend(SupervisorPool):
             )
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
+        self._changed: str | None = None
         try:
-            self._check_engine(settings.image)
+            self._image_id = self._check_engine(settings.image)
         except BaseException:
             self._client.close()  # its connection pool, whatever went wrong
             raise
@@ -337,19 +349,47 @@ class DockerBackend(SupervisorPool):
         # The supervisor is the container's init: the program cannot signal it.
         super().__init__(settings, program_can_kill_supervisor=False)
 
-    def _check_engine(self, image: str) -> None:
-        """The engine answers and holds the sandbox image, or SandboxUnavailable says which not."""
+    def _check_engine(self, image: str) -> str:
+        """The id of the sandbox image, if the engine answers and holds it; else
+        SandboxUnavailable says which not."""
         try:
             self._client.ping()
         except docker.errors.DockerException as exc:
             raise SandboxUnavailable(f"no Docker engine reachable: {exc}") from exc
         try:
-            self._client.images.get(image)
+            found: str = self._client.images.get(image).id
         except docker.errors.ImageNotFound as exc:
             raise SandboxUnavailable(
                 f"sandbox image {image!r} not found: build it with "
                 f"`sandboxes/images/build-offline.sh {image}`"
             ) from exc
+        return found
+
+    def environment_changed(self) -> str | None:
+        return self._changed
+
+    def same_environment(self, settings: SandboxSettings) -> SandboxSettings:
+        return settings.model_copy(update={"image": self._image_id})
+
+    def _check_image(self) -> None:
+        """Before each start: whether the image's tag still names the image this backend opened
+        with. Once it does not, `environment_changed` says so for good; containers are still
+        made from the image opened with (by its id), never from the one the tag names now."""
+        if self._changed is not None:
+            return
+        image = self._settings.image
+        try:
+            current: str | None = self._client.images.get(image).id
+        except docker.errors.ImageNotFound:
+            current = None
+        except docker.errors.DockerException as exc:
+            raise SandboxUnavailable(f"could not inspect the sandbox image: {exc}") from exc
+        if current != self._image_id:
+            self._changed = (
+                f"the sandbox image {image!r} is {current or 'gone'} now, not {self._image_id}, "
+                "the one this backend opened with"
+            )
+            log.error("docker sandboxes: %s", self._changed)
 
     def _start(self) -> ContainerChannel:
         with self._seq_lock:
@@ -358,7 +398,10 @@ class DockerBackend(SupervisorPool):
         name = f"{self._name_prefix}{seq}"
         socket_dir = self._socket_dir
         try:
-            channel = ContainerChannel(self._client, self._settings, name, socket_dir)
+            self._check_image()
+            channel = ContainerChannel(
+                self._client, self._settings, name, self._image_id, socket_dir
+            )
             if socket_dir is None:
                 return channel
             try:

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, TypeAlias
 
-from reward_specs import Spec, codes
+from reward_specs import Registry, Spec, codes
 from reward_specs.lazy import lazy_import
+from sandboxes import SandboxError
 from service.loading import load_all_specs, load_registry
 from service.logs import configure_logging
 from service.schemas import ErrorInfo, ScoreResult
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     import reward_specs.code.languages as languages
     import service.auth as auth
     import service.dispatch as dispatch
+    import service.dispatch.environment as environment
     import service.fastjson as fastjson
     import service.ingest as ingest
     import service.limits_http as limits_http
@@ -44,6 +46,7 @@ else:
     uvicorn = lazy_import("uvicorn")
     auth = lazy_import("service.auth")
     dispatch = lazy_import("service.dispatch")
+    environment = lazy_import("service.dispatch.environment")
     queue_worker = lazy_import("service.queue.worker")
     fastjson = lazy_import("service.fastjson")
     ingest = lazy_import("service.ingest")
@@ -209,8 +212,7 @@ async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
     settings = _settings(args)
     state = app_factory.build_state(settings)
     spec_name = args.spec or settings.default_spec
-    spec = state.specs.get(spec_name)
-    if spec is None:
+    if spec_name not in state.specs:
         print(
             f"proctor score: unknown spec {spec_name!r}; known: {sorted(state.specs)}",
             file=sys.stderr,
@@ -221,10 +223,13 @@ async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
     except OSError as exc:
         print(f"proctor score: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
-    out.write(json.dumps({"spec": spec.summary()}, separators=(",", ":")) + "\n")  # line 1
+    # Started (its sandbox probed) before line 1: the hash there is the one a server on this
+    # host and sandbox reports, and the one every result is scored under.
     await state.dispatcher.start()
+    spec = state.specs[spec_name]
     counts: dict[str, int] = {}
     try:
+        out.write(json.dumps({"spec": spec.summary()}, separators=(",", ":")) + "\n")  # line 1
         with (
             source,
             tqdm.tqdm(
@@ -287,9 +292,24 @@ def _score(args: argparse.Namespace) -> int:
         return asyncio.run(_score_file(args, out))
 
 
+def _environments(settings: Settings, registry: Registry) -> tuple[dict[str, str], str | None]:
+    """The environment digests a server of `settings` on this host would score under (queue
+    mode's pinned `code_environment`, else its sandbox probed as the server probes it), or {}
+    and why none could be had."""
+    if settings.queue_url is not None and settings.code_environment is not None:
+        domains = dispatch.base.sandboxed_domains(registry)
+        return {domain: settings.code_environment for domain in domains}, None
+    try:
+        return environment.probe_configured(settings.sandbox, registry), None
+    except (SandboxError, ImportError) as exc:
+        return {}, f"the {settings.sandbox.backend} sandbox is unavailable here ({exc})"
+
+
 def _specs(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    specs = load_all_specs(load_registry(settings.registry), settings.spec_dirs)
+    registry = load_registry(settings.registry)
+    environments, unprobed = _environments(settings, registry)
+    specs = load_all_specs(registry, settings.spec_dirs, environments)
     if args.name is not None:
         spec = specs.get(args.name)
         if spec is None:
@@ -298,9 +318,19 @@ def _specs(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        shown = {**spec.summary(), "description": spec.description, "parameters": spec.parameters()}
+        shown = {
+            **spec.summary(),
+            "description": spec.description,
+            "environments": dict(spec.environments),
+            **({"unprobed": unprobed} if unprobed else {}),
+            "parameters": spec.parameters(),
+        }
         print(json.dumps(shown, indent=2))
         return 0
+    if unprobed:
+        print(f"# without the code environment: {unprobed}; no server reports these hashes")
+    for domain, digest in sorted(environments.items()):
+        print(f"# {domain} environment {digest} ({settings.sandbox.backend} sandbox)")
     for name, spec in sorted(specs.items()):
         marker = "*" if name == settings.default_spec else " "
         print(f"{marker} {name:28} {spec.version:8} {spec.hash}  {spec.description}")

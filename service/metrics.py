@@ -153,6 +153,11 @@ class _DispatchCollector(Collector):
             ("proctor_pool_restarts", stats.restarts, "Workers replaced since start."),
             ("proctor_pool_item_timeouts", stats.timeouts, "Items killed by the hard timeout."),
             ("proctor_pool_poison_items", stats.poison_items, "Items that killed two workers."),
+            (
+                "proctor_environment_changes",
+                stats.environment_changes,
+                "Code environments found changed since start (code items then infra_error).",
+            ),
         ):
             yield CounterMetricFamily(name, doc, value=value)
         extras = GaugeMetricFamily(

@@ -203,6 +203,14 @@ class Settings(BaseSettings):
     Two let the next chunk start while one's last items finish; more leave a worker holding
     chunks that an idle worker could take at a batch's end (benchmarks/README.md, scale_out)."""
 
+    environment_probe_interval_s: float = Field(300.0, ge=1.0, le=86400.0)
+    """How often a running service (or `proctor worker`) probes its code sandbox's environment
+    again; it also probes whenever the sandbox interpreter's path directories or the package
+    database change (what `local` and `unsafe` sandboxes see of the host's /usr), and docker
+    checks its image's tag before each sandbox start. A digest other than the one it started
+    with makes code items `infra_error` (`environment_changed`) until a restart. At least 1 s
+    (a probe takes a sandbox for about that long), at most a day."""
+
     sandbox: SandboxSettings = SandboxSettings()
     run: RunSettings = RunSettings()
     """`POST /v1/run` (`RunSettings`; `PROCTOR_RUN__CPU_S=2`, ...)."""

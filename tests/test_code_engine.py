@@ -178,6 +178,22 @@ def test_identical_responses_run_once(local_backend: SandboxBackend) -> None:
     assert counting.runs == 2
 
 
+def test_a_verdict_is_kept_under_the_code_domain_hash(local_backend: SandboxBackend) -> None:
+    # The same code on the same backend under another environment's digest (another code
+    # domain hash) runs again: a verdict is never served under a digest it was not judged in.
+    counting = Counting(local_backend)
+    item = Item("code", GOOD, SQUARE)
+    other = load_specs(REGISTRY, environments={"code": "sha256:" + "1" * 64})["prorl-v1"]
+    assert other.domain_hashes["code"] != SPEC.domain_hashes["code"]
+    for spec in (SPEC, SPEC, other, other):
+        assert score_item(REGISTRY, spec, item, ScoreContext(counting)).score == 1.0
+    assert counting.runs == 2
+    assert SCORER.forget is not None
+    SCORER.forget()  # what the service calls when its environment changed
+    assert score_item(REGISTRY, other, item, ScoreContext(counting)).score == 1.0
+    assert counting.runs == 3
+
+
 def test_syntax_errors_never_reach_the_sandbox(local_backend: SandboxBackend) -> None:
     counting = Counting(local_backend)
     outcome = score("```python\ndef sq(x)\n    return x\n```", SQUARE, counting)

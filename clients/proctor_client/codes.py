@@ -16,6 +16,7 @@ __all__ = [
     "CLIENT_TIMEOUT",
     "DEADLINE_EXCEEDED",
     "DISPATCH_ERROR",
+    "ENVIRONMENT_CHANGED",
     "JOB_FAILED",
     "JOB_LOST",
     "MALFORMED_ITEM",
@@ -50,6 +51,7 @@ POOL_CRASHED: Final = "pool_crashed"
 SANDBOX_ERROR: Final = "sandbox_error"
 SANDBOX_UNAVAILABLE: Final = "sandbox_unavailable"
 SHUTTING_DOWN: Final = "shutting_down"
+ENVIRONMENT_CHANGED: Final = "environment_changed"
 
 # The service's: a job's `error`.
 CANCELLED: Final = "cancelled"
@@ -72,6 +74,7 @@ SERVER_CODES: Final = frozenset(
         SANDBOX_ERROR,
         SANDBOX_UNAVAILABLE,
         SHUTTING_DOWN,
+        ENVIRONMENT_CHANGED,
         CANCELLED,
         JOB_FAILED,
         JOB_LOST,

@@ -31,8 +31,11 @@ Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinne
   the limits within what the spec allows (`reference.with_limits`).
 - A failure of the sandbox machinery (`SandboxError`) propagates: the engine reports
   `infra_error`, never a wrong answer. So does a missing sandbox (`ctx.sandbox is None`).
-- Identical (code, tests, config, backend) are run once: a bounded cache with de-duplication of
-  work in flight (`reward_specs.code.cache`).
+- Identical (code, tests, config, backend, code domain hash) are run once: a bounded cache with
+  de-duplication of work in flight (`reward_specs.code.cache`). The domain hash
+  (`ScoreContext.domain_hash`) holds the sandbox environment's digest, so a verdict is never
+  served under another environment's hash; the service also empties the cache (`forget`) when
+  it finds its environment changed.
 
 The scorer only waits on the sandbox, holds no per-call state outside the locked cache, and is
 safe to call from many threads (`executor="thread"`).
@@ -195,7 +198,7 @@ _CACHE: SingleFlightCache[Judgement] = SingleFlightCache("code.verdicts", CACHE_
 
 
 def clear_cache() -> None:
-    """Forget cached verdicts (tests, or after replacing a sandbox image)."""
+    """Forget cached verdicts (the service, when its sandbox's environment changed; tests)."""
     _CACHE.clear()
 
 
@@ -220,11 +223,13 @@ def _key_prefix(reference: CodeReference, config: CodeConfig) -> Any:
     return prefix
 
 
-def _cache_key(code: str, reference: CodeReference, config: CodeConfig, backend: str) -> str:
+def _cache_key(
+    code: str, reference: CodeReference, config: CodeConfig, backend: str, domain_hash: str | None
+) -> str:
     # Two canonical JSON texts, each self-delimiting, one after the other: a different pair of
-    # (reference, config) and (backend, code) never gives the same bytes.
+    # (reference, config) and (backend, domain hash, code) never gives the same bytes.
     h = _key_prefix(reference, config).copy()
-    h.update(canonical_text([backend, code]).encode("utf-8", "surrogatepass"))
+    h.update(canonical_text([backend, domain_hash, code]).encode("utf-8", "surrogatepass"))
     return str(h.hexdigest())
 
 
@@ -285,7 +290,7 @@ def score_code(
     info: dict[str, Any] = {"language": reference.language, "source": source}
     if len(code.encode("utf-8", "surrogatepass")) > config.max_code_bytes:
         return Judgement.zero("code_too_long", **info)
-    key = _cache_key(code, reference, config, sandbox.name)
+    key = _cache_key(code, reference, config, sandbox.name, ctx.domain_hash)
     judgement = _CACHE.get(key)  # only code that compiled has a verdict there
     if judgement is None:
         if reference.language == "python":
@@ -339,4 +344,4 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER = Scorer.from_function("code", score_code, _examples, executor="thread")
+SCORER = Scorer.from_function("code", score_code, _examples, executor="thread", forget=clear_cache)

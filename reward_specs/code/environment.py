@@ -8,19 +8,27 @@ sandboxes that run the same interpreter, packages and compilers get the same dig
 and `docker` included, whatever the image's id), and any difference, a package more or a
 compiler's patch release, gives another. `load_specs(..., environments={"code": digest})` puts
 it in the code domain's part of every spec hash (`Spec.domain_hashes`).
+
+The report also lists the interpreter's `sys.path`, which the digest leaves out: `stamp` reads
+the modification times of those directories as this host sees them (the `local` sandbox shows
+the host's /usr) and of the package database, a cheap sign that the environment may have changed
+since a probe (a distribution installed or removed, a package upgraded), so that a service knows
+when to probe again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Sequence
 from typing import Any
 
 from reward_specs.canonical import canonical_text
 from reward_specs.code.languages import LANGUAGES, RESERVE_BYTES, THREAD_STACK_BYTES
 from sandboxes.api import Execution, Limits, RunRequest, SandboxBackend, SandboxError
 
-__all__ = ["environment_digest", "probe_environment"]
+__all__ = ["PACKAGE_DATABASES", "environment_digest", "probe_environment", "stamp", "stamp_paths"]
 
 _PROBE = """
 import importlib.metadata as md, json, subprocess, sys
@@ -37,10 +45,18 @@ for argv in json.loads(sys.argv[1]):
         tools[argv[0]] = text[0] if text else ""
     except OSError:
         tools[argv[0]] = None
-print(json.dumps({"python": sys.version, "packages": sorted(packages.items()), "tools": tools}))
+print(json.dumps({"python": sys.version, "packages": sorted(packages.items()), "tools": tools,
+                  "path": [p for p in sys.path if p]}))
 """
 
 _MEMORY = 512 * 1024 * 1024
+
+_UNHASHED = ("path",)
+"""What the report says that is not the environment's content: where it lies."""
+
+PACKAGE_DATABASES = ("/var/lib/dpkg/status",)
+"""The system package manager's database (Debian's): written by every install, upgrade and
+removal, /usr's included."""
 
 
 def probe_environment(backend: SandboxBackend) -> dict[str, Any]:
@@ -66,5 +82,26 @@ def probe_environment(backend: SandboxBackend) -> dict[str, Any]:
 
 
 def environment_digest(report: dict[str, Any]) -> str:
-    """A content digest of a probe's report."""
-    return "sha256:" + hashlib.sha256(canonical_text(report).encode()).hexdigest()
+    """A content digest of a probe's report (its `path` left out)."""
+    content = {k: v for k, v in report.items() if k not in _UNHASHED}
+    return "sha256:" + hashlib.sha256(canonical_text(content).encode()).hexdigest()
+
+
+def stamp_paths(report: dict[str, Any]) -> tuple[str, ...]:
+    """What `stamp` reads for a probe's report: the interpreter's path directories under /usr
+    (the host's, as the `local` sandbox sees them) and the package database."""
+    usr = [p for p in report.get("path", ()) if os.path.normpath(p).startswith("/usr/")]
+    return (*usr, *PACKAGE_DATABASES)
+
+
+def stamp(paths: Sequence[str]) -> tuple[int | None, ...]:
+    """Each path's modification time in nanoseconds (None where it is missing): a directory's
+    changes when an entry is added, removed or renamed in it, as installing, upgrading or
+    removing a distribution does to its `*.dist-info`."""
+    times: list[int | None] = []
+    for path in paths:
+        try:
+            times.append(os.stat(path).st_mtime_ns)
+        except OSError:
+            times.append(None)
+    return tuple(times)

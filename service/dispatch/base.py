@@ -43,6 +43,9 @@ class DispatchStats:
     """Items killed by the hard per-item timeout."""
     poison_items: int = 0
     """Items judged 0 for killing workers twice."""
+    environment_changes: int = 0
+    """Times a sandboxed domain's environment was found changed (each is counted once: its
+    items are then `infra_error` until a restart)."""
     broken: str | None = None
     """Why workers cannot be started at all, if they cannot."""
     extras: Mapping[str, float] = field(default_factory=dict)

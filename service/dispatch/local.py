@@ -5,6 +5,11 @@ No Redis, no Docker: everything runs in this process and its children. Items who
 which mostly waits on a sandbox) run in a thread pool here with the sandbox backend in their
 context. A watchdog restarts the pool's manager if it is ever gone, and no request waits past
 its deadline for any part, dead or alive.
+
+The sandbox's environment is probed when it opens (its digest enters the code hashes) and watched
+after (`service.dispatch.environment`): once it has changed, sandboxed items are `infra_error`
+(`environment_changed`), `/readyz` names `<domain>_environment`, and the digest stays the one
+probed at start, until a restart.
 """
 
 from __future__ import annotations
@@ -19,11 +24,11 @@ import time
 from concurrent.futures import Future
 
 from reward_specs import Outcome, Registry, ScoreContext, codes, score_item
-from reward_specs.code.environment import environment_digest, probe_environment
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
 from service.dispatch.base import DispatchStats, Work, sandboxed_domains
 from service.dispatch.costs import CostModel
+from service.dispatch.environment import EnvironmentWatch, probe_digests
 from service.dispatch.pool import WorkerPool
 from service.dispatch.threads import FairThreads
 from service.settings import Settings
@@ -61,9 +66,11 @@ class LocalDispatcher:
         self._sandbox_error: str | None = None
         self._needs_sandbox = any(s.executor == "thread" for s in registry)
         self._environments: dict[str, str] = {}
+        self._environment: EnvironmentWatch | None = None
         # opened on first use: the code domain's checkers, never in a response's sandbox
         self._checkers = open_checker_backend(settings.sandbox)
         self._watchdog: asyncio.Task[None] | None = None
+        self._environment_watch: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.pool.start()
@@ -71,7 +78,13 @@ class LocalDispatcher:
         if self._needs_sandbox:
             try:
                 self._sandbox = await asyncio.to_thread(open_backend, self.settings.sandbox)
-                self._environments = await asyncio.to_thread(self._probe, self._sandbox)
+                # the checkers' pool, not opened yet, in the environment about to be probed
+                pinned = self._sandbox.same_environment(self.settings.sandbox)
+                self._checkers = open_checker_backend(pinned)
+                self._environment = await asyncio.to_thread(self._probe, self._sandbox)
+                self._environment_watch = asyncio.create_task(
+                    self._watch_environment(self._environment), name="proctor-environment"
+                )
             except SandboxError as exc:
                 self._sandbox_error = str(exc)
                 log.error("sandbox backend unavailable, code items will fail: %s", exc)
@@ -79,17 +92,32 @@ class LocalDispatcher:
                     await asyncio.to_thread(self._sandbox.close)
                     self._sandbox = None
 
-    def _probe(self, sandbox: SandboxBackend) -> dict[str, str]:
-        """The sandbox's environment digest, for each domain that runs in it; says which
-        toolchains the sandbox lacks (`proctor serve` says so for `local` before it starts)."""
-        report = probe_environment(sandbox)
-        digest = environment_digest(report)
+    def _probe(self, sandbox: SandboxBackend) -> EnvironmentWatch:
+        """Probe the sandbox's environment: its digest for each domain that runs in it, and the
+        watch that notices when it changes; says which toolchains the sandbox lacks (`proctor
+        serve` says so for `local` before it starts)."""
+        self._environments, report = probe_digests(sandbox, self.registry)
+        watch = EnvironmentWatch(
+            sandbox,
+            report,
+            self.settings.environment_probe_interval_s,
+            self._forget,
+            others=(self._checkers,),
+        )
         backend = self.settings.sandbox.backend
-        log.info("sandbox %s: code environment %s", backend, digest)
+        log.info("sandbox %s: code environment %s", backend, watch.digest)
         missing = sorted(tool for tool, version in report["tools"].items() if version is None)
         if missing and backend != "local":
             log.warning("the %s sandbox has no %s: those languages' items fail", backend, missing)
-        return {domain: digest for domain in sandboxed_domains(self.registry)}
+        return watch
+
+    def _forget(self) -> None:
+        """The environment changed: what the sandboxed domains' scorers keep of their verdicts
+        is emptied."""
+        for domain in sandboxed_domains(self.registry):
+            forget = self.registry.get(domain).forget
+            if forget is not None:
+                forget()
 
     def environments(self) -> dict[str, str]:
         return self._environments
@@ -99,11 +127,22 @@ class LocalDispatcher:
             await asyncio.sleep(WATCHDOG_S)
             self.pool.heal()
 
+    async def _watch_environment(self, watch: EnvironmentWatch) -> None:
+        """Look for a changed environment every `WATCHDOG_S` (its probes on a thread) until one
+        is found."""
+        while watch.changed is None:
+            await asyncio.sleep(WATCHDOG_S)
+            try:
+                await asyncio.to_thread(watch.check)
+            except Exception:  # a bug of ours: were the watch gone, no change would be seen
+                log.exception("checking the code environment failed; the watch goes on")
+
     async def stop(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watchdog
+        for task in (self._watchdog, self._environment_watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await asyncio.to_thread(self.pool.stop)
         self._threads.shutdown()
         if self._sandbox is not None:
@@ -112,6 +151,8 @@ class LocalDispatcher:
 
     def stats(self) -> DispatchStats:
         stats = self.pool.stats()
+        if self._environment is not None:
+            stats = dataclasses.replace(stats, environment_changes=self._environment.changes)
         if self._sandbox is None:
             return stats
         sandboxes = self._sandbox.stats()
@@ -128,6 +169,9 @@ class LocalDispatcher:
         ready = {"workers": self.pool.ready()}
         if self._needs_sandbox:
             ready["sandbox"] = self._sandbox is not None and self._sandbox.ready()
+            unchanged = self._environment is None or self._environment.changed is None
+            for domain in sandboxed_domains(self.registry):
+                ready[f"{domain}_environment"] = unchanged
         return ready
 
     async def run(self, work: Work) -> list[Outcome]:
@@ -197,6 +241,11 @@ class LocalDispatcher:
                 outcomes.append(Outcome.failure("infra_error", codes.SANDBOX_UNAVAILABLE, message))
                 work.done(position)
             return outcomes
+        changed = self._changed()
+        if changed is not None:
+            for position in positions:
+                work.done(position)
+            return [changed] * len(positions)
         ctx = ScoreContext(sandbox=self._sandbox, checker_sandbox=self._checkers)
         batch = _ThreadBatch(work, positions, asyncio.get_running_loop())
         for k, position in enumerate(positions):
@@ -213,7 +262,27 @@ class LocalDispatcher:
         except BaseException:
             batch.abandon()
             raise
-        return batch.close()
+        outcomes = batch.close()
+        # A change found while these ran: they may have run in the new environment (`local`,
+        # within a second of a change to the stamp, else within one probe interval), and their
+        # verdicts may have been kept after the watch emptied the scorers' caches.
+        changed = self._changed()
+        if changed is None:
+            return outcomes
+        self._forget()
+        return [changed] * len(positions)
+
+    def _changed(self) -> Outcome | None:
+        """The outcome of a sandboxed item once the environment has changed; None before."""
+        watch = self._environment
+        why = None if watch is None else watch.changed
+        if watch is None or why is None:
+            return None
+        message = (
+            f"the sandbox's environment is no longer {watch.digest}, the one this service's "
+            f"hashes name ({why}): restart the service"
+        )
+        return Outcome.failure("infra_error", codes.ENVIRONMENT_CHANGED, message)
 
 
 class _ThreadBatch:

@@ -13,6 +13,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from proctor_client.evaluation.rows import Generation
 from proctor_client.evaluation.scoring import DEFAULT_SPEC, Progress, Result, SpecSummary
@@ -77,13 +78,17 @@ class LocalScorer:
             raise ValueError(f"unknown spec {spec_name!r}; known: {', '.join(sorted(specs))}")
         self._spec_name = spec_name
         self._resolved: Spec | None = None
-        self._settings = Settings(
-            workers=workers or multiprocessing.cpu_count(),
-            registry=registry,
-            spec_dirs=tuple(spec_dirs),
-            sandbox=sandbox or SandboxSettings(),
-            request_deadline_s=DEADLINE_S,
-        )
+        # With no `sandbox`, the service's own (`PROCTOR_SANDBOX__*`, as `proctor serve` and
+        # `proctor score` read them): the sandbox, and so the hash, a server here would have.
+        values: dict[str, Any] = {
+            "workers": workers or multiprocessing.cpu_count(),
+            "registry": registry,
+            "spec_dirs": tuple(spec_dirs),
+            "request_deadline_s": DEADLINE_S,
+        }
+        if sandbox is not None:
+            values["sandbox"] = sandbox
+        self._settings = Settings(**values)
         self._loop = asyncio.new_event_loop()
         self._dispatcher: LocalDispatcher | None = None
 

@@ -23,6 +23,7 @@ from reward_specs import (
     score_item,
 )
 from reward_specs.puzzles import (
+    MAX_SAMPLE_COUNT,
     SEED_SPACE,
     SEED_STRIDE,
     PuzzleReference,
@@ -117,15 +118,18 @@ def test_sampling_refuses_a_negative_seed_and_a_range_past_one_seed() -> None:
     ("body", "named"),
     [
         ({"seed": -1}, "seed"),
+        # the schema's bound on start keeps start + count within one seed, whatever the count
+        ({"start": SEED_STRIDE - MAX_SAMPLE_COUNT + 1}, "start"),
         ({"start": SEED_STRIDE}, "start"),
-        ({"start": SEED_STRIDE - 8, "count": 9}, "one seed's range"),
     ],
 )
 def test_the_route_refuses_them_with_a_422(body: dict[str, Any], named: str) -> None:
     bare = TestClient(create_app(Settings(workers=1)))
     reply = bare.post("/v1/puzzles/gcd/sample", json=body)
     assert reply.status_code == 422, reply.text
-    assert named in reply.text
+    assert reply.json()["detail"][0]["loc"] == ["body", named]
+    schema = bare.get("/openapi.json").json()["components"]["schemas"]["SampleRequest"]
+    assert schema["properties"]["start"]["maximum"] == SEED_STRIDE - MAX_SAMPLE_COUNT
 
 
 def test_two_seeds_sampled_over_http_share_no_entry(client: httpx.Client) -> None:

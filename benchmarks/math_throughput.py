@@ -7,8 +7,8 @@ answer; a mix of equal, equivalent-but-different and wrong answers, some symboli
       trainers' reward functions do today (TRL's and verl's math-verify rewards);
   (b) `POST /v1/score` with all items in one batch, against `proctor serve` started here on the
       embedded default (local worker pool, one worker per core), once per spec, each on a fresh
-      server: `prorl-v1` (math-verify alone) and `prorl-v1-careful` (the default: the careful
-      rules around it).
+      server: `prorl-v1` (math-verify alone) and `prorl-v1-careful` (the careful rules around
+      it, the default's math grader).
 
 Prints items/s for each and the ratios, and checks that no prorl-v1 verdict differs from (a)
 except where (a) timed out, and that every prorl-v1-careful verdict that differs names the rule

@@ -99,8 +99,10 @@ class Settings(BaseSettings):
             raise ValueError("each API key must be at least 16 characters")
         return value
 
-    default_spec: str = "prorl-v1-careful"
-    """Spec used when a request names none."""
+    default_spec: str = "prorl-v1-careful-2"
+    """Spec used when a request names none: the SDK's, `proctor-train`'s and `proctor-eval`'s
+    default too (`proctor_client._defaults.DEFAULT_SPEC`, which tests/test_default_spec.py holds
+    equal), a 2.0.0 training spec that pays no puzzle partial credit."""
     spec_dirs: tuple[Path, ...] = ()
     """Extra directories of `*.toml` specs, loaded after the built-in ones."""
     registry: str = "reward_specs.domains:default_registry"

@@ -48,7 +48,7 @@ def test_score_writes_one_result_per_item_line(tmp_path: Path) -> None:
     done = run("score", str(source), "--workers", "1", "--omit-timing", "--no-progress")
     assert done.returncode == 0, done.stderr
     header, *results = (json.loads(line) for line in done.stdout.splitlines())
-    assert header["spec"]["name"] == "prorl-v1-careful" and header["spec"]["hash"]
+    assert header["spec"]["name"] == "prorl-v1-careful-2" and header["spec"]["hash"]
     # one result per line, blank lines included: result N is line N's
     assert [r["status"] for r in results] == ["ok", "invalid", "invalid", "invalid", "ok"]
     assert results[0]["success"] is True and results[4]["success"] is False
@@ -72,7 +72,7 @@ def test_specs_lists_every_shipped_spec_with_its_hash() -> None:
     done = run("specs")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert any(line.startswith("* prorl-v1-careful ") and "sha256:" in line for line in lines)
+    assert any(line.startswith("* prorl-v1-careful-2 ") and "sha256:" in line for line in lines)
     assert any(line.startswith("  prorl-v1 ") and "sha256:" in line for line in lines)
     assert any("prorl-v1-careful-eval" in line for line in lines)
     assert any("prorl-v1-termination" in line for line in lines)

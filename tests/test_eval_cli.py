@@ -45,7 +45,7 @@ def test_two_models_report_their_known_statistics(study: tuple[Path, Path]) -> N
     _, out = study
     report = _report(out)
     counts = two_models()
-    assert report["spec"]["name"] == DEFAULT_SPEC == "prorl-v1"  # the trainer's default too
+    assert report["spec"]["name"] == DEFAULT_SPEC == "prorl-v1-careful-2"  # the trainer's too
     for name, prompts in counts.items():
         model = report["models"][name]
         assert model["prompts"] == len(prompts) and model["samples"] == 16 * len(prompts)

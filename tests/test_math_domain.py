@@ -2,7 +2,7 @@
 math-verify column against math-verify.
 
 Every row runs through `score_item` under prorl-v1 (math-verify alone), prorl-v1-careful (the
-default: the careful grader) and prorl-v1-careful-eval (prose answers read), so reasoning is
+careful grader, the default's too) and prorl-v1-careful-eval (prose answers read), so reasoning is
 stripped as the spec says. A row marked with a `known_issue` is a reported disagreement between
 our scorer and the reference: it is an expected failure (strict, so a fix shows up as an unexpected
 pass to be unmarked).

@@ -74,8 +74,8 @@ def test_the_boxnet_sample_answered_as_its_prompt_asks_scores_1(client: httpx.Cl
 
 
 def test_one_target_per_task_the_last_one_wins_and_no_second_format() -> None:
-    reference = {"task": "boxnet", "config": {}, "seed": 3, "index": 0}
     (entry,) = sample_prompts("boxnet", {}, 3, 1, 0, NEW)
+    reference = entry["reference"]
     plan = _plan(entry)
     block = f"```json\n{plan}\n```"
     assert _judge(f"```json\n[]\n```\n{block}", reference, NEW).score == 1.0
@@ -94,8 +94,8 @@ def test_the_floors_are_off_in_the_2_0_0_specs() -> None:
     idle = "```json\n[]\n```"  # a plan that moves nothing
     assert _judge(idle, boxnet, NEW).score == 0.0
     assert _judge(f"<answer>{idle}</answer>", boxnet, PuzzleConfig()).score == 0.05
-    graph = {"task": "graph_color", "config": {}, "seed": 7, "index": 0}
     (entry,) = sample_prompts("graph_color", {}, 7, 1, 0, NEW)
+    graph = entry["reference"]
     vertices = entry["metadata"]["puzzle"]["vertices"]
     edges = entry["metadata"]["puzzle"]["edges"]
     assert edges, "the entry must have an edge to colour wrongly"
@@ -103,8 +103,8 @@ def test_the_floors_are_off_in_the_2_0_0_specs() -> None:
     assert _judge(f"<answer>{same}</answer>", graph, PuzzleConfig()).score == 0.01
     assert _judge(f"<answer>{same}</answer>", graph, NEW).score == 0.0
     # Reasoning Gym's containment credit: the gold among other candidates
-    arithmetic = {"task": "basic_arithmetic", "config": {}, "seed": 1, "index": 0}
     (sum_entry,) = sample_prompts("basic_arithmetic", {}, 1, 1, 0, NEW)
+    arithmetic = sum_entry["reference"]
     hedge = f"<answer>{sum_entry['answer']} or 12345</answer>"
     assert 0.0 < _judge(hedge, arithmetic, PuzzleConfig()).score < 1.0
     assert _judge(hedge, arithmetic, NEW).score == 0.0

@@ -51,7 +51,8 @@ def test_sample_is_deterministic_and_matches_the_library(bare: TestClient) -> No
     again = bare.post("/v1/puzzles/graph_color/sample", json=request).json()
     assert first == again
     assert [e["index"] for e in first["entries"]] == [2, 3, 4]
-    entry = entry_for("graph_color", request["config"], 5, 3)
+    # seed space 2: seed 5 is the dataset seeded 5 * 2**32
+    entry = entry_for("graph_color", request["config"], 5 * 2**32, 3)
     assert first["entries"][1]["question"] == entry["question"]
     assert first["entries"][1]["metadata"]["num_vertices"] == 13
     assert first["entries"][1]["reference"] == {
@@ -59,6 +60,7 @@ def test_sample_is_deterministic_and_matches_the_library(bare: TestClient) -> No
         "config": request["config"],
         "seed": 5,
         "index": 3,
+        "seed_space": 2,
     }
 
 

@@ -77,6 +77,17 @@ def test_unknown_domain_is_invalid() -> None:
         REGISTRY.get("astrology")
 
 
+def test_the_careful_termination_spec_is_careful_2_with_termination_2s_shaping() -> None:
+    # stages 4-5 of a run trained on prorl-v1-careful-2 keep its grader (every domain, the
+    # response handling) and take prorl-v1-termination-2's shaping
+    shaped, careful = SPECS["prorl-v1-careful-termination-2"], SPECS["prorl-v1-careful-2"]
+    assert shaped.version == careful.version == "2.0.0"
+    assert shaped.parameters()["domains"] == careful.parameters()["domains"]
+    assert shaped.response == careful.response
+    assert shaped.termination == SPECS["prorl-v1-termination-2"].termination
+    assert shaped.termination != careful.termination
+
+
 # ---------------------------------------------------------------- registration
 
 

@@ -30,7 +30,7 @@ def test_a_scored_item_carries_every_field(client: httpx.Client) -> None:
     response = client.post("/v1/score", json={"items": [MATH_OK]})
     assert response.status_code == 200
     body = response.json()
-    assert body["spec"]["name"] == "prorl-v1-careful"  # the default: no spec named
+    assert body["spec"]["name"] == "prorl-v1-careful-2"  # the default: no spec named
     assert body["spec"]["hash"].startswith("sha256:")
     (result,) = body["results"]
     assert result["id"] == "m1"
@@ -199,12 +199,12 @@ def test_limits_are_reported_and_enforced(make_server: Callable[..., Server]) ->
 
 def test_specs_are_listed_with_hashes_and_parameters(client: httpx.Client) -> None:
     body = client.get("/v1/specs").json()
-    assert body["default"] == "prorl-v1-careful"
+    assert body["default"] == "prorl-v1-careful-2"
     by_name = {s["name"]: s for s in body["specs"]}
     shipped = {"prorl-v1", "prorl-v1-careful", "prorl-v1-careful-eval", "prorl-v1-termination"}
     assert shipped | {"dapo-overlong"} <= set(by_name)
-    assert by_name["prorl-v1-careful"]["default"] is True
-    assert by_name["prorl-v1"]["default"] is False
+    assert by_name["prorl-v1-careful-2"]["default"] is True
+    assert [s["name"] for s in body["specs"] if s["default"]] == ["prorl-v1-careful-2"]
     careful = by_name["prorl-v1-careful"]["parameters"]["domains"]
     assert careful["math"]["careful"] is True and careful["stem"]["careful"] is True
     assert "prose_answer" not in careful["math"]  # off: an added parameter at its default

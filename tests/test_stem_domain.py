@@ -1,4 +1,4 @@
-"""The STEM regression table through the engine (prorl-v1 and the default, prorl-v1-careful),
+"""The STEM regression table through the engine (prorl-v1 and the careful grader, prorl-v1-careful),
 plus reference validation.
 
 Rows with a `known_issue` are reported disagreements with the right verdict: strict expected

@@ -1,8 +1,8 @@
 """The math and STEM regression tables through both public paths: the HTTP service and
-`proctor score` (library mode, no server), under the default spec (the careful grader, sent
-without a spec name), prorl-v1 (math-verify alone) and the evaluation spec (prose answers).
-Verdicts must match the tables' columns, and the two paths must give the same bytes for every
-result (all fields but `elapsed_ms`, a measurement)."""
+`proctor score` (library mode, no server), under the default spec (prorl-v1-careful-2: the
+careful grader, sent without a spec name), prorl-v1 (math-verify alone) and the evaluation spec
+(prose answers). Verdicts must match the tables' columns, and the two paths must give the same
+bytes for every result (all fields but `elapsed_ms`, a measurement)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import pytest
 
 from service.cli import result_line
 from service.schemas import ScoreResult
-from tests.cases import CAREFUL, EVALUATION, PLAIN
+from tests.cases import DEFAULT, EVALUATION, PLAIN
 from tests.cases.math_cases import MATH_CASES
 from tests.cases.stem_cases import STEM_CASES
 from tests.helpers import TEST_SPECS, score
 
 SPECS = [None, PLAIN, EVALUATION]
-"""None: the request names no spec, so the server's default (CAREFUL) judges."""
+"""None: the request names no spec, so the server's default (DEFAULT) judges."""
 
 ITEMS: list[dict[str, Any]] = [
     {"id": f"math-{i}", "domain": "math", "response": c.response, "reference": c.reference}
@@ -34,7 +34,7 @@ ITEMS: list[dict[str, Any]] = [
 
 
 def expected(spec: str | None) -> list[bool]:
-    name = spec or CAREFUL
+    name = spec or DEFAULT
     return [c.verdict(name) for c in MATH_CASES] + [c.verdict(name) for c in STEM_CASES]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from proctor_client._defaults import DEFAULT_SPEC
 from proctor_client.trainer.data import PromptSampler, load_jsonl
 from proctor_client.trainer.grpo import load_args
 from proctor_client.trainer.schedule import Schedule
@@ -59,7 +60,8 @@ def test_the_8_stage_schedule_mirrors_the_review() -> None:
     assert [s.max_response_tokens for s in stages] == [8192] * 7 + [16384]
     assert [s.group_size for s in stages] == [16] * 5 + [32, 32, 16]
     assert [("ifeval" in s.mixture) for s in stages] == [False, False] + [True] * 6
-    assert [s.spec for s in stages][3:5] == ["prorl-v1-termination"] * 2
+    shaped = "prorl-v1-careful-termination-2"  # the default's grader, with termination shaping
+    assert [s.spec for s in stages] == [DEFAULT_SPEC] * 3 + [shaped] * 2 + [DEFAULT_SPEC] * 3
     assert {s.temperature for s in stages} == {1.2}
     assert (args.eps_low, args.eps_high, args.learning_rate) == (0.2, 0.4, 2e-6)
     assert args.prompts_per_step // args.prompts_per_minibatch == 4

@@ -3,7 +3,11 @@
 Semantics (ProRL, section 2.2), every number below is a `CodeConfig` field pinned by the spec:
 
 - The program is the last fenced block of the item's language, else the last bare fence, else
-  the whole response (`reward_specs.code.extract`); no code at all is parsed=false.
+  the whole response (`reward_specs.code.extract`); no code at all is parsed=false. So is a
+  whole response (no fence) that is no program of the language: Python's grammar does not parse
+  it (`ast.parse`), or a compiled language's build fails; reason `no_code` either way, where a
+  fenced program that does not compile is parsed and scores 0. `parsed` is no reward: the score
+  is 0 in both cases.
 - A Python syntax error scores 0 without running anything: the code is checked OUTSIDE the
   sandbox with `compile()`, which parses and compiles to byte code but never executes it (the
   sandbox runs the same CPython minor version). A C++, Java, JavaScript, Go or Rust program is
@@ -43,6 +47,7 @@ safe to call from many threads (`executor="thread"`).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -85,6 +90,15 @@ def _syntax_error(code: str) -> dict[str, Any] | None:
     except (ValueError, MemoryError, RecursionError) as exc:  # NUL bytes, absurd nesting
         return {"error": f"{type(exc).__name__}: {exc}"[:200], "line": None}
     return None
+
+
+def _parses(code: str) -> bool:
+    """Whether Python's grammar reads `code` (`ast.parse`: no compilation, nothing executed)."""
+    try:
+        compile(code, "solution.py", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 _COULD_NOT_START = b"sandbox: could not start the program"
@@ -295,12 +309,18 @@ def score_code(
     if judgement is None:
         if reference.language == "python":
             error = _syntax_error(code)
+            if error is not None and source == "whole_response" and not _parses(code):
+                return Judgement.unparsed("no_code", **info, **error)  # prose, not a program
             if error is not None:
                 return Judgement.zero("syntax_error", **info, **error)
         checkers: SandboxBackend | None = ctx.checker_sandbox
         judgement = _CACHE.get_or_compute(
             key, lambda: _run_and_judge(code, reference, config, sandbox, checkers)
         )
+    if source == "whole_response" and judgement.details.get("reason") == "compile_error":
+        # the whole response does not build: no program was found in it (the verdict is cached
+        # per code, fenced or not, so this is decided here)
+        return Judgement.unparsed("no_code", **info, error=judgement.details.get("error"))
     return Judgement(
         score=judgement.score,
         success=judgement.success,

@@ -5,7 +5,8 @@ The program is the last closed fenced block tagged with the item's language (```
 ```golang; ```rust, ```rs; tags are case-insensitive); failing that the last
 closed bare ``` block; failing that, if the response has no closed fenced block at all, the whole
 response. A response with nothing but whitespace, or whose fenced blocks are all tagged with
-other languages, has no code: `None` (the scorer reports parsed=false).
+other languages, has no code: `None` (the scorer reports parsed=false). Whether a whole response
+is a program of the language (it may be prose) is the scorer's question, `reward_specs.code.domain`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ from reward_specs.puzzles.domain import (
 )
 from reward_specs.puzzles.gym import (
     MAX_SAMPLE_COUNT,
+    SEED_SPACE,
+    SEED_STRIDE,
     TaskInfo,
+    dataset_seed,
     entry_for,
     sample_entries,
     task_info,
@@ -23,10 +26,13 @@ from reward_specs.puzzles.prompts import sample_prompts, system_prompt
 __all__ = [
     "MAX_SAMPLE_COUNT",
     "SCORER",
+    "SEED_SPACE",
+    "SEED_STRIDE",
     "VALIDATED_TASKS",
     "PuzzleConfig",
     "PuzzleReference",
     "TaskInfo",
+    "dataset_seed",
     "entry_for",
     "puzzle_answer_key",
     "puzzle_workload",

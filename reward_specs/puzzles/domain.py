@@ -26,7 +26,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -102,13 +102,21 @@ class PuzzleReference(ReferenceModel):
     the config the entry was generated with, when the task's scorer depends on it."""
     seed: int | None = None
     index: int | None = Field(None, ge=0)
+    seed_space: Literal[2] | None = None
+    """How `seed` and `index` name a Reasoning Gym entry: absent, the dataset seeded `seed` (where
+    seeds overlap: (seed 0, index 5) is (seed 5, index 0)); 2, as `POST /v1/puzzles/{task}/sample`
+    writes it, the dataset seeded `seed * 2**32`, so that no two (seed, index) share an entry
+    (`gym.dataset_seed`): then `seed` >= 0 and `index` < 2**32."""
 
     @model_validator(mode="after")
     def _entry_or_coordinates(self) -> PuzzleReference:
         if self.entry is None and (self.seed is None or self.index is None):
             raise ValueError("give either `entry`, or `seed` and `index` (with `config`)")
-        if self.entry is not None and self.seed is not None:
+        if self.entry is not None and (self.seed is not None or self.seed_space is not None):
             raise ValueError("give either `entry`, or `seed` and `index`, not both")
+        one_seeds_range = (self.seed or 0) >= 0 and (self.index or 0) < gym.SEED_STRIDE
+        if self.seed_space is not None and not one_seeds_range:
+            raise ValueError("seed space 2 takes a seed >= 0 and an index below 2**32")
         if self.entry is not None and not isinstance(self.entry.get("metadata", {}), dict):
             raise ValueError("entry.metadata must be an object")
         return self
@@ -160,10 +168,11 @@ def _resolve(reference: PuzzleReference) -> tuple[str, dict[str, Any], Any, Entr
             return canonical_text(by_value, default=str)
 
     elif reference.seed is not None and reference.index is not None:
-        seed, index = reference.seed, reference.index
-        entry = gym.regenerate(task, config, seed, index)
+        index = reference.index
+        entry = gym.regenerate(task, config, reference.seed, index, reference.seed_space)
+        seed = gym.dataset_seed(reference.seed, reference.seed_space)
 
-        def key() -> str:
+        def key() -> str:  # one entry, one key, whichever seed space named it
             return f"{gym.canonical_config(config)}|{seed}|{index}"
 
     else:  # PuzzleReference's validator has refused this already

@@ -2,7 +2,21 @@
 
 An entry is either given by value (the dict a Reasoning Gym dataset returned, possibly after a JSON
 round trip) or regenerated from `(task, config, seed, index)`, which is exactly
-`reasoning_gym.create_dataset(task, **config, seed=seed)[index]`. Datasets are built once per
+`reasoning_gym.create_dataset(task, **config, seed=dataset_seed(seed, seed_space))[index]`.
+
+Seed spaces. Reasoning Gym draws entry i of a dataset seeded s from `Random(s + i)` (nearly every
+task; a composite's part k is a dataset seeded s + k + 1), so with the dataset seeded by the
+user's seed itself, (seed 0, index 5), (seed 1, index 4) and (seed 5, index 0) are one entry, and
+16 entries of seed 1 share 15 with those of seed 2. A reference that carries `"seed_space": 2`
+(what `sample_entries` writes) seeds the dataset with `seed * 2**32` instead, for a seed >= 0
+and an index < 2**32: entry i is drawn from `seed * 2**32 + i`, one generator seed per
+(seed, index), and the entries of one seed are still one dataset's (built once, cached). A
+reference without `seed_space` means what it always meant (`dataset_seed` is the seed itself).
+Seed 0 is the same dataset in both. One task does not take such seeds: `pool_matrix` also seeds
+numpy's legacy generator with `s + i`, which must be below 2**32, so under seed space 2 it
+generates entries of seed 0 only (others are refused as `generation_failed`).
+
+Datasets are built once per
 process and kept in a bounded LRU cache, and so are regenerated entries: building some datasets
 and generating some entries costs far more than scoring an answer (benchmarks/README.md).
 Cached entries are shared: callers must not mutate them.
@@ -60,10 +74,13 @@ __all__ = [
     "HASH_SEED_DEPENDENT",
     "MAX_SAMPLE_COUNT",
     "SCORING_CACHE_SIZE",
+    "SEED_SPACE",
+    "SEED_STRIDE",
     "TASK_INFO_CACHE_SIZE",
     "TaskInfo",
     "canonical_config",
     "composite_part_config",
+    "dataset_seed",
     "entry_for",
     "jsonable",
     "regenerate",
@@ -87,6 +104,11 @@ TASK_INFO_CACHE_SIZE = 512
 and what raises is never cached)."""
 MAX_SAMPLE_COUNT = 256
 """Most entries one `sample_entries` call returns (a request is bounded work)."""
+SEED_SPACE = 2
+"""The seed space of the references `sample_entries` writes (`"seed_space": 2`)."""
+SEED_STRIDE = 2**32
+"""Under seed space 2, seed s is the dataset seeded `s * SEED_STRIDE`, and its indices are below
+`SEED_STRIDE`: every (seed, index) has a generator seed of its own."""
 
 HASH_SEED_DEPENDENT = frozenset(
     {"isomorphic_strings", "knight_swap", "polynomial_multiplication", "ransom_note", "word_ladder"}
@@ -264,6 +286,26 @@ def _scoring_dataset(task: str, config_json: str) -> gym_dataset.ProceduralDatas
     return _build(task, json.loads(config_json), 0)
 
 
+def dataset_seed(seed: int, seed_space: int | None = None) -> int:
+    """The seed the dataset of a reference's `seed` is built with: the seed itself for a reference
+    without a seed space, `seed * SEED_STRIDE` under seed space 2 (module docstring)."""
+    if seed_space is None:
+        return seed
+    if seed_space != SEED_SPACE:
+        raise InvalidReference(f"unknown seed_space {seed_space!r} (known: {SEED_SPACE})")
+    if seed < 0:
+        raise InvalidReference(f"seed {seed} is negative: seed space 2 takes seeds >= 0")
+    return seed * SEED_STRIDE
+
+
+def _check_index(index: int, seed_space: int | None) -> None:
+    if seed_space is not None and not 0 <= index < SEED_STRIDE:
+        raise InvalidReference(
+            f"index {index} is outside one seed's range under seed space 2 (0 to 2**32 - 1)",
+            "invalid_index",
+        )
+
+
 @Cache("puzzles.entries", ENTRY_CACHE_SIZE)
 def _entry(task: str, config_json: str, seed: int, index: int) -> dict[str, Any]:
     dataset = _dataset(task, config_json, seed)
@@ -282,12 +324,18 @@ def _entry(task: str, config_json: str, seed: int, index: int) -> dict[str, Any]
     return dict(entry)
 
 
-def entry_for(task: str, config: Mapping[str, Any], seed: int, index: int) -> dict[str, Any]:
-    """`create_dataset(task, **config, seed=seed)[index]`, cached. Do not mutate the result."""
-    return _entry(task, canonical_config(config), seed, index)
+def entry_for(
+    task: str, config: Mapping[str, Any], seed: int, index: int, seed_space: int | None = None
+) -> dict[str, Any]:
+    """`create_dataset(task, **config, seed=dataset_seed(seed, seed_space))[index]`, cached. Do not
+    mutate the result."""
+    _check_index(index, seed_space)
+    return _entry(task, canonical_config(config), dataset_seed(seed, seed_space), index)
 
 
-def regenerate(task: str, config: Mapping[str, Any], seed: int, index: int) -> dict[str, Any]:
+def regenerate(
+    task: str, config: Mapping[str, Any], seed: int, index: int, seed_space: int | None = None
+) -> dict[str, Any]:
     """`entry_for` for a scoring reference: refused where it would not be reproducible."""
     parts: list[Any] = [task]
     if task == "composite":
@@ -299,24 +347,33 @@ def regenerate(task: str, config: Mapping[str, Any], seed: int, index: int) -> d
                 "entry by value, or run Proctor with PYTHONHASHSEED=0",
                 "irreproducible_task",
             )
-    return entry_for(task, config, seed, index)
+    return entry_for(task, config, seed, index, seed_space)
 
 
 def sample_entries(
     task: str, config: Mapping[str, Any], seed: int, count: int, start: int = 0
 ) -> list[dict[str, Any]]:
-    """Entries `start .. start+count-1` as JSON-safe dicts (index, question, answer, metadata), each
-    with the `reference` that scores it: by coordinates where regeneration is reproducible, by
-    value otherwise."""
+    """Entries `start .. start+count-1` of `seed` under seed space 2 as JSON-safe dicts (index,
+    question, answer, metadata), each with the `reference` that scores it: by coordinates (with
+    `"seed_space": 2`) where regeneration is reproducible, by value otherwise. A negative seed,
+    or a range past one seed's 2**32 indices, is refused."""
     if not 1 <= count <= MAX_SAMPLE_COUNT:
         raise ValueError(f"count must be between 1 and {MAX_SAMPLE_COUNT}")
+    dataset_seed(seed, SEED_SPACE)  # refuses a negative seed
+    if not 0 <= start <= SEED_STRIDE - count:
+        raise InvalidReference(
+            f"entries {start} to {start + count - 1} are outside one seed's range (indices 0 to "
+            "2**32 - 1): take a start and count within it, or another seed",
+            "invalid_index",
+        )
     out = []
     for index in range(start, start + count):
-        entry = jsonable(entry_for(task, config, seed, index))
+        entry = jsonable(entry_for(task, config, seed, index, SEED_SPACE))
         reference: dict[str, Any] = {"task": task, "config": dict(config), "seed": seed}
         try:
-            regenerate(task, config, seed, index)
+            regenerate(task, config, seed, index, SEED_SPACE)
             reference["index"] = index
+            reference["seed_space"] = SEED_SPACE
         except InvalidReference:
             reference = {"task": task, "config": dict(config), "entry": entry}
         out.append({"index": index, **entry, "reference": reference})

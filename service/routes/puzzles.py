@@ -2,7 +2,8 @@
 
 A trainer builds its puzzle mixture from the service and scores it with the same semantics: each
 sampled entry can be sent back as a `puzzle` reference, by value (`{"task", "entry"}`) or by its
-coordinates (`{"task", "config", "seed", "index"}`, regenerated identically). Generation and
+coordinates (`{"task", "config", "seed", "index", "seed_space": 2}`, regenerated identically; seed
+space 2 gives every (seed, index) an entry of its own, `reward_specs.puzzles.gym`). Generation and
 validation live in `reward_specs`; sampling runs in a child process (`service.sampling`), never in
 the API's, and is abandoned as soon as its client disconnects.
 """
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from reward_specs import InvalidReference, codes
 from reward_specs.puzzles import (
     MAX_SAMPLE_COUNT,
+    SEED_STRIDE,
     VALIDATED_TASKS,
     PuzzleConfig,
     task_info,
@@ -56,10 +58,14 @@ class SampleRequest(BaseModel):
 
     config: dict[str, Any] = Field(default_factory=dict)
     """Dataset config overrides; unknown or refused fields are a 422 naming them."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
+    """Entries of different seeds never share an entry (seed space 2: the dataset seeded
+    `seed * 2**32`)."""
     count: int = Field(16, ge=1, le=MAX_SAMPLE_COUNT)
-    start: int = Field(0, ge=0)
-    """Index of the first entry: entries `start .. start+count-1` of the dataset."""
+    start: int = Field(0, ge=0, le=SEED_STRIDE - MAX_SAMPLE_COUNT)
+    """Index of the first entry: entries `start .. start+count-1` of the dataset. At most
+    2**32 - `max_sample_count`, so that every entry is within one seed's range (indices below
+    2**32) whatever the count: a bound the published schema states."""
     spec: str | None = None
     """The spec whose puzzle scorer will judge the answers (default: the server's): the prompt
     asks for the format it reads."""
@@ -121,7 +127,8 @@ async def list_puzzles() -> PuzzleList:
     response_model=SampleResponse,
     summary="Generate entries of a task",
     description="Entries `start .. start+count-1` of the task's dataset for `config` and "
-    "`seed`, exactly as `reasoning_gym.create_dataset(task, **config, seed=seed)` produces them, "
+    "`seed`, exactly as `reasoning_gym.create_dataset(task, **config, seed=seed * 2**32)` "
+    "produces them (seed space 2: no two (seed, index) share an entry), "
     "each with the full prompt (`system`, `messages`) asking for the answer format that `spec`'s "
     "scorer reads. "
     "An unknown task is a 404; a config the dataset refuses, a 422 naming it. The body is "

@@ -5,10 +5,12 @@ manner of Math-Verify's `parametrize("gold,pred,expected")` tables. The same row
 `score_item` (tests/test_math_domain.py, tests/test_stem_domain.py), the HTTP service and
 `proctor score`; `reference` gives the item's `reference` JSON for any of them.
 
-Three verdicts per row, one per spec, in columns: `expected` is the careful grader's (the default
-spec, `prorl-v1-careful`); `math_verify` is math-verify's alone (`prorl-v1`), given only where it
-differs, so the table shows where the careful grader goes beyond it; math's `prose` is the
-evaluation spec's (`prorl-v1-careful-eval`, prose answers read), again only where it differs.
+Three verdicts per row, one per spec, in columns: `expected` is the careful grader's
+(`prorl-v1-careful`, and the default spec's, `prorl-v1-careful-2`, which grades math and STEM alike
+but for unit-carrying golds, none of them here); `math_verify` is math-verify's alone
+(`prorl-v1`), given only where it differs, so the table shows where the careful grader goes beyond
+it; math's `prose` is the evaluation spec's (`prorl-v1-careful-eval`, prose answers read), again
+only where it differs.
 math-verify's column is `verify(parse("\\boxed{gold}"), parse("\\boxed{extracted}"))` (default
 parse and verify settings) on the final answer prorl-v1's extractor finds, `extracted`; the tables
 check that too, so a row can only disagree with our scorer, never with the reference.
@@ -21,10 +23,17 @@ from typing import Any
 
 import pytest
 
-__all__ = ["CAREFUL", "EVALUATION", "PLAIN", "Case", "StemCase", "table_params"]
+from proctor_client._defaults import DEFAULT_SPEC
+
+__all__ = ["CAREFUL", "DEFAULT", "EVALUATION", "PLAIN", "Case", "StemCase", "table_params"]
 
 CAREFUL = "prorl-v1-careful"
-"""The default spec: `expected` is its verdict."""
+"""The careful grader: `expected` is its verdict."""
+DEFAULT = DEFAULT_SPEC
+"""The default spec (`prorl-v1-careful-2`): `expected` is its verdict too. Its changes to the
+careful grader's math and STEM are unit-aware STEM answers where the gold carries a unit
+(tests/test_stem_units.py); no row here has one (tests/test_tables_paths.py checks the rows under
+it)."""
 PLAIN = "prorl-v1"
 """math-verify's verdicts alone: the `math_verify` (math) and `prorl_v1` (STEM) columns."""
 EVALUATION = "prorl-v1-careful-eval"
@@ -60,7 +69,7 @@ class Case:
         return ref
 
     def verdict(self, spec: str) -> bool:
-        """The row's verdict under `spec` (CAREFUL, PLAIN or EVALUATION)."""
+        """The row's verdict under `spec` (CAREFUL, DEFAULT, PLAIN or EVALUATION)."""
         if spec == PLAIN and self.math_verify is not None:
             return self.math_verify
         if spec == EVALUATION and self.prose is not None:

@@ -1,7 +1,8 @@
 r"""The STEM regression table: multiple choice and free-form answers.
 
-`expected` is the default spec's verdict (prorl-v1-careful); `prorl_v1` is prorl-v1's where it
-differs (its plain letter reader; math-verify alone for free-form numbers it cannot read).
+`expected` is the careful grader's verdict (prorl-v1-careful, and the default prorl-v1-careful-2);
+`prorl_v1` is prorl-v1's where it differs (its plain letter reader; math-verify alone for free-form
+numbers it cannot read).
 Multiple-choice verdicts are what a careful grader reads as the response's final choice; free-form
 numeric verdicts follow `math.isclose(answer, gold, rel_tol=...)` with the item's `rel_tol`, else
 the spec's (prorl-v1: 0.01); free-form symbolic verdicts are math-verify's.

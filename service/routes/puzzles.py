@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from reward_specs import InvalidReference, codes
+from reward_specs import InvalidReference
 from reward_specs.puzzles import (
     MAX_SAMPLE_COUNT,
     SEED_STRIDE,
@@ -27,7 +27,7 @@ from reward_specs.puzzles import (
     task_info,
     task_names,
 )
-from service.deps import StateDep, field_error
+from service.deps import StateDep, spec_named
 from service.sampling import SampleCall
 from service.tenancy import tenant
 
@@ -142,11 +142,7 @@ async def sample(
     task: str = Path(..., description="A task of GET /v1/puzzles"),
 ) -> SampleResponse:
     body = body or SampleRequest()  # no body: the defaults
-    name = body.spec or state.settings.default_spec
-    spec = state.specs.get(name)
-    if spec is None:
-        known = ", ".join(sorted(state.specs))
-        field_error(["body", "spec"], f"unknown spec {name!r}; known: {known}", codes.UNKNOWN_SPEC)
+    spec = spec_named(state, body.spec, ["body", "spec"])
     config = spec.domains.get("puzzle", PuzzleConfig())
     if not isinstance(config, PuzzleConfig):
         config = PuzzleConfig()

@@ -227,6 +227,14 @@ def test_puzzle_prompts_come_from_proctor(proctor: Server) -> None:
         puzzle_prompts(proctor.url, "no_such_task", None, 1, seed=5)
 
 
+def test_puzzle_prompts_past_the_dataset_default_size(proctor: Server) -> None:
+    # prorl-8-stage.yaml asks 4,096 entries of tasks whose datasets hold 500 unless told.
+    prompts = puzzle_prompts(proctor.url, "basic_arithmetic", None, 600, seed=5)
+    assert len({p.id for p in prompts}) == 600
+    with pytest.raises(ValueError, match="size"):
+        puzzle_prompts(proctor.url, "basic_arithmetic", {"size": 10}, 11, seed=5)
+
+
 def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_the_run_resumes(
     learned: Path, proctor: Server, tmp_path: Path
 ) -> None:

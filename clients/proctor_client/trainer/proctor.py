@@ -186,12 +186,15 @@ def puzzle_prompts(
 ) -> list[Prompt]:
     """`count` entries of a Reasoning Gym task from Proctor's `/v1/puzzles/{task}/sample`.
 
-    The SDK has no call for this route yet; this is its only direct HTTP request.
+    The SDK has no call for this route yet; this is its only direct HTTP request. A config
+    without `size` gets `count`: a Reasoning Gym dataset holds its `size` entries (500 unless
+    said), and an index past it is refused.
     """
     prompts: list[Prompt] = []
+    config = {"size": count, **(config or {})}
     with httpx.Client(base_url=url, timeout=120) as http:
         while len(prompts) < count:
-            body = {"config": config or {}, "seed": seed, "count": min(256, count - len(prompts))}
+            body = {"config": config, "seed": seed, "count": min(256, count - len(prompts))}
             body["start"] = len(prompts)
             reply = http.post(f"/v1/puzzles/{task}/sample", json=body)
             if reply.status_code != 200:

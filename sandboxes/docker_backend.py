@@ -109,7 +109,12 @@ class ContainerChannel:
     given) once the supervisor has connected, else the frames in the `AttachStream`."""
 
     def __init__(
-        self, client: Any, settings: SandboxSettings, name: str, socket_dir: str | None = None
+        self,
+        client: Any,
+        settings: SandboxSettings,
+        name: str,
+        socket_dir: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         self._closed = False
         self._start_timeout = settings.start_timeout_s
@@ -123,6 +128,7 @@ class ContainerChannel:
                 "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
                 "set_nproc": False,  # every container's uid is the same: the pids cgroup limits
                 "fork_python": settings.fork_python,
+                **(extra or {}),
             }
         )
         mounts: list[Any] = []
@@ -358,7 +364,9 @@ class DockerBackend(SupervisorPool):
         name = f"{self._name_prefix}{seq}"
         socket_dir = self._socket_dir
         try:
-            channel = ContainerChannel(self._client, self._settings, name, socket_dir)
+            channel = ContainerChannel(
+                self._client, self._settings, name, socket_dir, self._supervisor_extra
+            )
             if socket_dir is None:
                 return channel
             try:

@@ -129,15 +129,17 @@ def derived(mark: str) -> str:
     return "mk" + mark[2:][::-1]
 
 
-def victim(shape: str) -> tuple[str, dict[str, Any], set[str]]:
-    """(a correct response, its item's reference, the markers of its code, input and output)."""
+def victim(shape: str, times: int = 1) -> tuple[str, dict[str, Any], set[str]]:
+    """(a correct response, its item's reference, the markers of its code, input and output);
+    stdio's input and output hold their marker `times` times."""
     code_mark, in_mark = marker(), marker()
     out_mark = derived(in_mark)
     solve = f"def f(s):  # {code_mark}\n    return 'mk' + s[2:][::-1]\n"
     tests: dict[str, Any]
     if shape == "stdio":
-        solve += "print(f(input()))\n"
-        tests = {"stdio": [{"input": in_mark + "\n", "output": out_mark + "\n"}]}
+        solve += "print(*map(f, input().split()))\n"
+        line = " ".join([in_mark] * times), " ".join([out_mark] * times)
+        tests = {"stdio": [{"input": line[0] + "\n", "output": line[1] + "\n"}]}
     elif shape == "fn_name":
         tests = {"fn_name": "f", "cases": [{"args": [in_mark], "expected": out_mark}]}
     else:
@@ -205,7 +207,9 @@ def test_a_response_finds_nothing_of_an_earlier_response(
 def test_a_second_key_finds_nothing_of_the_first(kind: str, hook: bool) -> None:
     key_a, key_b = "proctor-remnant-key-a-0001", "proctor-remnant-key-b-0002"
     sandbox = sandbox_settings(kind, pool_size=1, docker_label=LABEL)
-    response, reference, marks = victim("stdio")
+    # Through the service the old fork's leak depends on what the allocator reuses: a longer
+    # output and input than one marker leave it more than one chance.
+    response, reference, marks = victim("stdio", times=64)
     with (
         running_server(workers=1, api_keys=(key_a, key_b), sandbox=sandbox) as server,
         httpx.Client(base_url=server.url, timeout=300) as http,

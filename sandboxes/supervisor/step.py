@@ -432,8 +432,8 @@ def _spawn(ctx: StepContext, call: _Call | None) -> _Step | None:
     step.pid = pid
     step.pidfd = os.pidfd_open(pid)
     step.sel.register(step.pidfd, POLLIN)
-    # Its parameters, once it is our child (the middle process is gone): it waits for them, so
-    # no program starts while the template's middle process still exists.
+    # Its parameters, once it is our child (where the template forks twice, once the middle
+    # process is gone): it waits for them, so no program starts before.
     step.view = _feed(step, step.sel, step.view)
     return step
 

@@ -6,8 +6,9 @@ its own memory. So the supervisor never forks a program. At start, before it rea
 it forks the template (`Template.start`), which then only ever receives, on a socket of its own:
 
 - `spawn`, carrying nothing but the new step's pipes (as file descriptors) and, for a step that
-  runs a shared runner, that runner's key and path. It forks twice (the first fork exits at once,
-  so the step's process is reparented to the supervisor, which reaps it and counts its CPU time)
+  runs a shared runner, that runner's key and path. It forks the step's process as the
+  supervisor's child (which reaps it and counts its CPU time): clone(CLONE_PARENT), or where that
+  is refused two forks, the first exiting at once so that the second is reparented (`_fork`),
   and answers the step's pid. Only that process then reads its parameters and stdin from its
   pipe (`step._child`) and becomes the program;
 - `blob` and `reset`: the shared files (trusted runners, `RunRequest.shared_files`), so that a
@@ -22,6 +23,7 @@ request exec'd afresh (`step._spawn`) and asks for a new sandbox.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import marshal
 import os
@@ -201,12 +203,58 @@ def _serve(
             partial.clear()
 
 
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
+"""clone(2)'s number, where its first arguments are (flags, stack, ...) as on these two."""
+_CLONE_PARENT = 0x00008000
+_ONE_FORK = [_SYS_CLONE is not None]
+"""Whether `_clone_parent` works here (set to False by its first failure)."""
+_libc = ctypes.PyDLL(None, use_errno=True)  # calls keep the GIL: nothing else runs here
+_syscall = _libc.syscall
+_syscall.restype = ctypes.c_long
+_syscall.argtypes = [ctypes.c_long] * 6
+_before_fork = ctypes.pythonapi.PyOS_BeforeFork
+_after_fork_parent = ctypes.pythonapi.PyOS_AfterFork_Parent
+_after_fork_child = ctypes.pythonapi.PyOS_AfterFork_Child
+for _hook in (_before_fork, _after_fork_parent, _after_fork_child):
+    _hook.restype = None
+    _hook.argtypes = []
+
+
+def _clone_parent() -> int:
+    """`os.fork()`, except that the child is our parent's (the supervisor's) child, not ours:
+    clone(CLONE_PARENT | SIGCHLD), with the interpreter's own before- and after-fork steps
+    around it. What glibc's fork adds does not matter in this single-threaded process: no lock
+    of another thread to reset, and its cached thread id, which the child keeps, is used by
+    nothing a run reaches through the kernel by it (raise() asks the kernel, since glibc 2.34)."""
+    assert _SYS_CLONE is not None
+    _before_fork()
+    pid = _syscall(_SYS_CLONE, _CLONE_PARENT | signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        _after_fork_child()
+        return 0
+    err = ctypes.get_errno()
+    _after_fork_parent()
+    if pid < 0:
+        raise OSError(err, os.strerror(err))
+    return int(pid)
+
+
 def _fork(fds: list[int], child: Callable[[list[int]], NoReturn], pid_r: int, pid_w: int) -> int:
-    """Fork the step's process through a short-lived middle process, so that it is reparented
-    to the supervisor; returns its pid (0: a fork failed)."""
+    """Fork the step's process as the supervisor's child (its reaper counts its CPU time);
+    returns its pid (0: the fork failed). One clone where the machine allows it, else through a
+    short-lived middle process, whose exit reparents it to the supervisor."""
     # Every object so far is left out of the step's garbage collections, which would otherwise
     # write to (copy) the pages of objects the program never uses.
     gc.freeze()
+    if _ONE_FORK[0]:
+        try:
+            pid = _clone_parent()
+        except OSError:
+            _ONE_FORK[0] = False  # refused here (an unknown kernel, a filter): fork twice
+        else:
+            if pid == 0:
+                child(fds)
+            return pid
     try:
         middle = os.fork()
     except OSError:

@@ -352,9 +352,18 @@ class _Step:
         else:
             self.sel.register(out_r, POLLIN)
             self.sel.register(err_r, POLLIN)
-        # Never empty: the step's parameters come first (`_Params`).
+        # The step's parameters come first (`_Params`): written now, so that its process finds
+        # them as soon as it starts, without waiting for us to hear its pid.
         os.set_blocking(self.stdin_w, False)
-        self.sel.register(self.stdin_w, POLLOUT)
+        try:  # noqa: SIM105 - not contextlib.suppress: more objects each step touches
+            self.view = self.view[os.write(self.stdin_w, self.view[:_READ_CHUNK]) :]
+        except BlockingIOError:
+            pass
+        if self.view:
+            self.sel.register(self.stdin_w, POLLOUT)
+        else:
+            # The program reads end-of-file once it has read all, as when it is closed.
+            self.close_stdin()
 
     def take(self, fd: int, data: bytes) -> None:
         """Keep what fits of `data` under the output limit; past it, the step is stopped."""
@@ -432,9 +441,6 @@ def _spawn(ctx: StepContext, call: _Call | None) -> _Step | None:
     step.pid = pid
     step.pidfd = os.pidfd_open(pid)
     step.sel.register(step.pidfd, POLLIN)
-    # Its parameters, once it is our child (where the template forks twice, once the middle
-    # process is gone): it waits for them, so no program starts before.
-    step.view = _feed(step, step.sel, step.view)
     return step
 
 

@@ -15,9 +15,10 @@ it forks the template (`Template.start`), which then only ever receives, on a so
   runner's definitions are run and compiled once here (`shared.preloaded`), not in every run.
 
 A program may kill or stop the template (on docker it runs as the supervisor's uid). The
-supervisor sends it SIGCONT after each step (no program runs between steps); one found dead, or
-silent for `_ANSWER_S`, is killed and never replaced: the supervisor runs the rest of the
-request exec'd afresh (`step._spawn`) and asks for a new sandbox.
+supervisor sends it SIGCONT after each step (no program runs between steps, none can stop it
+again before the next); one found dead is never replaced: the supervisor runs the rest of the
+request exec'd afresh (`step._spawn`) and asks for a new sandbox. The socket is blocking: the
+template answers within a fork, and a dead one closes it.
 """
 
 from __future__ import annotations
@@ -39,9 +40,6 @@ from .shared import _BLOBS, _SHARED_CODE, preloaded
 if TYPE_CHECKING:
     from .config import SupervisorConfig
 
-_ANSWER_S = 30.0
-"""How long the supervisor waits for the template to take a command or answer a spawn (it takes
-a fork or two; the wait only bounds a template a program stopped or broke)."""
 _CHUNK = 32 * 1024
 """The most bytes of a shared file in one message (a datagram of the socket)."""
 _MSG_MAX = _CHUNK + 4096
@@ -78,7 +76,6 @@ class Template:
             finally:
                 os._exit(1)
         theirs.close()
-        ours.settimeout(_ANSWER_S)
         return cls(pid, ours)
 
     def alive(self) -> bool:
@@ -93,7 +90,7 @@ class Template:
                 socket.send_fds(sock, [marshal.dumps(message)], fds)
             else:
                 sock.send(marshal.dumps(message))
-        except OSError:  # dead (EPIPE, ECONNRESET) or stopped past _ANSWER_S (TimeoutError)
+        except OSError:  # dead (EPIPE, ECONNRESET)
             self.kill()
             return False
         return True
@@ -113,7 +110,7 @@ class Template:
 
     def spawn(self, fds: list[int], runner: tuple[str, str] | None) -> int:
         """Have the template fork a step's process with `fds` (see `step._child`); its pid, now
-        our child, or 0 when the template is gone (killed here if it did not answer)."""
+        our child, or 0 when the template is gone."""
         if not self._send(("spawn", runner), fds):
             return 0
         sock = self.sock
@@ -139,7 +136,7 @@ class Template:
                 self.forget()
 
     def kill(self) -> None:
-        """Give up on a template that does not answer (the reaper reaps it, `tree._Reaper`)."""
+        """Give up on a template that broke its protocol (the reaper reaps it, `tree._Reaper`)."""
         if self.pid > 0:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
@@ -242,7 +239,8 @@ def _clone_parent() -> int:
 def _fork(fds: list[int], child: Callable[[list[int]], NoReturn], pid_r: int, pid_w: int) -> int:
     """Fork the step's process as the supervisor's child (its reaper counts its CPU time);
     returns its pid (0: the fork failed). One clone where the machine allows it, else through a
-    short-lived middle process, whose exit reparents it to the supervisor."""
+    short-lived middle process, whose exit reparents it to the supervisor (a program that
+    starts at once may then see that process exiting: it holds nothing of any run)."""
     # Every object so far is left out of the step's garbage collections, which would otherwise
     # write to (copy) the pages of objects the program never uses.
     gc.freeze()

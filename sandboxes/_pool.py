@@ -185,11 +185,17 @@ class SupervisorPool(ABC):
     name: str
     """The backend's name in `SandboxSettings.backend`, in logs and thread names."""
 
+    _supervisor_extra: dict[str, Any] = {}  # noqa: RUF012 - never changed but by the tests
+    """Test-only keys (`supervisor.config._TEST_ONLY_KEYS`) the configuration of every supervisor
+    of a pool opened while the tests set this (tests/test_sandbox_remnants.py) gets; no setting
+    reaches it. Each pool keeps what it found when it opened."""
+
     def __init__(self, settings: SandboxSettings, *, program_can_kill_supervisor: bool) -> None:
         """`settings` gives the size and the supervisors' lifetimes. A subclass sets up what its
         `_start` needs first: the first supervisor starts here, in the caller's thread, so that
         an unusable backend fails right here."""
         self._settings = settings
+        self._supervisor_extra = dict(self._supervisor_extra)
         self._recycle_after = settings.recycle_after
         self._start_timeout = settings.start_timeout_s
         self._margin = settings.answer_margin_s

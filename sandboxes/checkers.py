@@ -1,10 +1,10 @@
 """A second backend for requests that carry what responses must not see: the code domain's
 checkers (the reference's answers) and `program` tests (the test program).
 
-Such a request's data enters its supervisor's memory, and a program forked from that supervisor
-(the responses' pool runs Python solutions as forks of it) could read remnants of it in later
-requests. So these requests get a pool of their own, where every untrusted program (a checker, a
-`program` test's solution) is exec'd afresh and only trusted runners are forked:
+Such a request's data must never reach a response: not its sandbox, not its processes. So these
+requests get a pool of their own, where no response runs and every untrusted program (a checker,
+a `program` test's solution) is exec'd afresh by a trusted runner (a fork of the clean template,
+as every step is; sandboxes/README.md):
 `open_checker_backend` returns it, opened on its first run (most workloads need none), with the
 responses' pool size and, for docker, a label of its own (closing one backend removes the
 containers of its label). Give it the responses' backend's `same_environment(settings)`, so

@@ -120,6 +120,7 @@ class ContainerChannel:
         name: str,
         image: str,
         socket_dir: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         self._closed = False
         self._start_timeout = settings.start_timeout_s
@@ -133,6 +134,7 @@ class ContainerChannel:
                 "wipe": ["/tmp", "/var/tmp", "/dev/shm"],
                 "set_nproc": False,  # every container's uid is the same: the pids cgroup limits
                 "fork_python": settings.fork_python,
+                **(extra or {}),
             }
         )
         mounts: list[Any] = []
@@ -400,7 +402,12 @@ class DockerBackend(SupervisorPool):
         try:
             self._check_image()
             channel = ContainerChannel(
-                self._client, self._settings, name, self._image_id, socket_dir
+                self._client,
+                self._settings,
+                name,
+                self._image_id,
+                socket_dir,
+                self._supervisor_extra,
             )
             if socket_dir is None:
                 return channel

@@ -262,6 +262,7 @@ class LocalBackend(SupervisorPool):
                 "max_files": self._settings.tmpfs_files,  # bubblewrap's tmpfs has no nr_inodes
                 "set_nproc": self._as_root,
                 "fork_python": self._settings.fork_python,
+                **self._supervisor_extra,
             }
         )
         argv = _bwrap_argv(self._settings, config, self._as_root)
@@ -312,6 +313,7 @@ class UnsafeBackend(SupervisorPool):
                 "set_nproc": self._as_root,
                 "tmpdir": workdir,
                 "fork_python": self._settings.fork_python,
+                **self._supervisor_extra,
             }
         )
         argv = [self._settings.python, "-S", "-c", BOOTSTRAP, json.dumps(config)]

@@ -54,9 +54,10 @@ class SandboxSettings(BaseModel):
 
     fork_python: bool = True
     """Run a step whose argv is the sandbox's own `python3` on a script (or `-c`), with flags
-    among -I -E -S -B -s -u, in the forked supervisor itself instead of exec'ing a fresh
-    interpreter: the same confinement, without a fresh interpreter's start-up. Differences a
-    program can notice: `sys.flags` and /proc/self/cmdline are the supervisor's, and modules the
+    among -I -E -S -B -s -u, in a fork of the sandbox's clean template (an interpreter that never
+    holds anything of a request; sandboxes/README.md) instead of exec'ing a fresh interpreter:
+    the same confinement, without a fresh interpreter's start-up. Differences a program can
+    notice: `sys.flags` and /proc/self/cmdline are the supervisor's, and modules the
     supervisor imported (json, base64, selectors, ...) are already in `sys.modules`."""
 
     python: str = "/usr/bin/python3"

@@ -1,11 +1,10 @@
 """`POST /v1/run`'s work: one program, run in a pool of sandboxes that never run scoring.
 
-A run's output goes back to the policy, so nothing of a scoring request may reach it. The
-responses' pool runs Python solutions as forks of its supervisor, and a forked program can read
-what its supervisor's memory still holds of earlier requests (other responses' code, test
-inputs); the checkers' pool holds references' answers and test programs. So runs get a third
-pool (`run_sandbox_settings`: its own docker label, `fork_python` off, so every program,
-Python's included, is exec'd afresh), opened by the first run, on either backend. Each run is
+A run's output goes back to the policy, so nothing of a scoring request may reach it: not a
+sandbox where responses run (their code, test inputs), nor the checkers' pool (references'
+answers and test programs). So runs get a third pool (`run_sandbox_settings`: its own docker
+label, `fork_python` off, so every program, Python's included, is exec'd afresh), opened by the
+first run, on either backend. Each run is
 one unit of work for its tenant in a `FairThreads` queue of its own (as scoring's sandbox
 threads are), one thread per sandbox of the pool, so one key's flood of runs does not queue
 another key's run behind it.

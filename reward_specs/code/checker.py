@@ -4,13 +4,13 @@ valid outputs.
 The checker runs as `checker INPUT OUTPUT ANSWER` (testlib's order: three file paths, the test's
 input, the response's output, the reference's answer); exit status 0 accepts, anything else
 refuses. It runs after the response's run has ended, in a sandbox of `ctx.checker_sandbox`, a
-backend whose sandboxes never run responses (a forked program can read remnants of its
-supervisor's memory, and ANSWER must never reach a response). One request per response: the
-checker is built once (C++: `g++ <cpp_flags>`, with the spec's `build_cpu_s`), then run on every
-test with the reference's answer as OUTPUT, then on the response's output of every test that ran
-to completion. A checker that refuses the reference's own answer (or does not build) is a broken
-reference: the item is `invalid`. A checker that crashes or runs out of time on a response's
-output refuses it, so that a policy cannot escape a zero by breaking the checker.
+backend whose sandboxes never run responses (ANSWER must never reach a response's sandbox). One
+request per response: the checker is built once (C++: `g++ <cpp_flags>`, with the spec's
+`build_cpu_s`), then run on every test with the reference's answer as OUTPUT, then on the
+response's output of every test that ran to completion. A checker that refuses the reference's
+own answer (or does not build) is a broken reference: the item is `invalid`. A checker that
+crashes or runs out of time on a response's output refuses it, so that a policy cannot escape a
+zero by breaking the checker.
 
 Each checker run has `checker_cpu_s` CPU seconds of its own (an rlimit set by a small launcher
 before exec, whole seconds), so one run that loops does not take the others' time.

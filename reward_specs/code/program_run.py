@@ -96,15 +96,13 @@ def run_program_tests(
 ) -> tuple[list[TestResult], list[ExecutionResult]]:
     """The test program's verdicts, one per test (a test it never reported failed the way its
     run ended), and the run's execution, in `sandbox`: the checkers' pool (`ctx.checker_sandbox`,
-    `sandboxes.checkers`), not the responses'. The test program enters the supervisor's memory
-    with the request, and a program forked from a supervisor (the responses' pool forks Python
-    solutions) can read remnants of earlier requests; in the checkers' pool every untrusted
-    program (the solution here, a checker there) is exec'd afresh, and only trusted runners are
-    forked."""
+    `sandboxes.checkers`), not the responses': the test program never enters a sandbox where
+    responses run; in the checkers' pool every untrusted program (the solution here, a checker
+    there) is exec'd afresh by a trusted runner."""
     if sandbox is None:
         raise SandboxUnavailable(
-            "program tests run in the checkers' pool, where no untrusted program is forked "
-            "from a supervisor, and none is configured (ctx.checker_sandbox is None)"
+            "program tests run in the checkers' pool, where no response runs, "
+            "and none is configured (ctx.checker_sandbox is None)"
         )
     run = sandbox.run(program_request(source, tests, config, sandbox_limits(config)))
     if len(run.executions) != 1:

@@ -9,7 +9,8 @@ package (nothing is written to disk), so the same code runs in every backend and
 need not be visible.
 
 Per request (`request`): a fresh private work directory with the request's files, then for the
-build step and each execution a forked child (`step`) which, before `exec`: starts its own session,
+build step and each execution a child (`step`), forked by the clean template (`template`), which
+reads its parameters from its stdin pipe and, before `exec`: starts its own session,
 sets rlimits (CPU, AS, NPROC, FSIZE, NOFILE, CORE), becomes the run user (when the supervisor is
 root), sets no-new-privileges and gets a clean environment; a `python3` step may instead run in the
 fork itself (`forked`). The supervisor is a child subreaper, so every process of the run, orphaned
@@ -71,6 +72,7 @@ JAIL_MODULES = (
     "tree",
     "forked",
     "shared",
+    "template",
     "step",
     "request",
 )

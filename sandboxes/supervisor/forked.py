@@ -1,5 +1,6 @@
-"""Forked Python: a `python3` step run by a fork of the supervisor, with the interpreter already
-initialised, made to look like a fresh `python3` to the program."""
+"""Forked Python: a `python3` step run by a fork of the template (`template`), a copy of the
+supervisor's interpreter taken before it read any request, already initialised, made to look like
+a fresh `python3` to the program."""
 
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ _Invocation = tuple[
     types.ModuleType | None,
 ]
 """How a forked Python step runs: (flags, script, -c code, args, the script's code when the
-supervisor compiled it already: a shared file, see `_shared_code`; and the `__main__` module that
-code runs in, when the supervisor made it, see `shared._preload`)."""
+template compiled it already: a shared file, see `shared.preloaded`; and the `__main__` module
+that code runs in, when the template made it, see `shared._preload`)."""
 
 _EXECUTABLE: list[str] = []
 """This interpreter's real path, resolved once."""
@@ -86,7 +87,7 @@ def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _I
     """(flags, script, code, args, None) when `argv`, run in `workdir`, runs this very
     interpreter on a script or `-c`.
 
-    Such a step is run by the forked supervisor itself, with Python already initialised (a
+    Such a step is run by the forked template itself, with Python already initialised (a
     fraction of a fresh interpreter's start-up). Anything else is exec'd."""
     exe = argv[0]
     if "/" in exe:
@@ -163,23 +164,23 @@ def _make_streams(unbuffered: bool) -> tuple[Any, Any, Any]:
 
 _SPARE_STREAMS: dict[bool, tuple[tuple[str, Any], ...]] = {}
 """Stdio objects a forked Python child installs, by `sys` attribute, made once per sandbox (by
-`-u` or not) and never used by the supervisor, so each child starts from a pristine copy:
-allocating them in the child wrote to (copy-on-write faulted) pages of the supervisor's heap in
+`-u` or not) and never used by the template, so each child starts from a pristine copy:
+allocating them in the child wrote to (copy-on-write faulted) pages of the template's heap in
 every run."""
 _SPARE_PATHS: dict[bool, list[str]] = {}
 """The `sys.path` a forked `python3 -I` child installs (by `-S` or not), made as the streams are:
-the child rebinds `sys.path` to its copy instead of rewriting the supervisor's list in place."""
+the child rebinds `sys.path` to its copy instead of rewriting the template's list in place."""
 _DEPTH: list[int] = []
-"""How deep `_python_main` likely runs in a child, learnt by the supervisor (`_stack_depth`)."""
+"""How deep `_python_main` runs in a step's process, set by the template (`template._serve`)."""
 _REPLACED: list[Any] = []
-"""The supervisor's own stdio objects, `sys.path`, `sys.argv` and `__main__`, which a child
+"""The template's own stdio objects, `sys.path`, `sys.argv` and `__main__`, which a child
 replaces: referenced here too, so that a child replacing them does not also free (and finalise)
 them."""
 _STDIO_NAMES = ("stdin", "__stdin__", "stdout", "__stdout__", "stderr", "__stderr__")
 
 
 def _spare_streams(unbuffered: bool) -> None:
-    """In the supervisor, before forking a Python step: make the spare streams if not yet made.
+    """In the template, before it forks any step: make the spare streams if not yet made.
     They are made over a pipe dup'd onto fds 0-2, as every child's stdio are pipes, so what they
     learn of their file at creation (not seekable) is what a child's `python3` would learn."""
     if unbuffered in _SPARE_STREAMS:
@@ -203,8 +204,6 @@ def _spare_streams(unbuffered: bool) -> None:
         _SPARE_PATHS.update({True: list(_STDLIB_PATH), False: list(_SITE_PATH)})
         _REPLACED.extend((sys.path, sys.argv, sys.modules["__main__"]))
         _REPLACED.extend(getattr(sys, name) for name in _STDIO_NAMES)
-        # Called by `_run_step`, which forks (`_spawn`) a child that calls `_python_main`.
-        _DEPTH.append(_stack_depth(sys._getframe(1)) + 3)
 
 
 def _stdio_attributes(streams: tuple[Any, Any, Any]) -> tuple[tuple[str, Any], ...]:
@@ -220,11 +219,11 @@ def _python_streams(unbuffered: bool) -> None:
 
 
 _ADOPTED_ENV: list[dict[str, str] | None] = [None]
-"""The environment last made the supervisor's own (`_adopt_environ`)."""
+"""The environment last made the template's own (`_adopt_environ`)."""
 
 
 def _adopt_environ(env: dict[str, str]) -> None:
-    """Make the supervisor's own environment the runs' `env` (the same in every request of a
+    """Make the template's own environment the runs' `env` (the same in every request of a
     sandbox, so it changes once): a forked Python child then need not rebuild `os.environ`,
     which costs it copy-on-write faults. Exec'd programs get `env` explicitly."""
     if _ADOPTED_ENV[0] is not env and _ADOPTED_ENV[0] != env:  # not compared to itself
@@ -334,7 +333,7 @@ def _python_main(
     main = _become_python(flags, script, args, env, preloaded)
     # The program starts this many frames deep: give them back to its recursion limit.
     _setrecursionlimit(_getrecursionlimit() + _own_depth() + 1)  # + the exec() call itself
-    # A shared file the supervisor compiled already (`compiled`) is unchanged since.
+    # A shared file the template compiled already (`compiled`) is unchanged since.
     filename: str = ""
     source: bytes | str = ""
     if compiled is None:

@@ -33,7 +33,8 @@ from .kernel import (
     install_filter,
 )
 from .shared import request_files
-from .step import _CHUNK, StepContext, _read_some, _run_step, check_oom_adj
+from .step import _CHUNK, StepContext, _child, _read_some, _run_step, check_oom_adj, forks_itself
+from .template import TEMPLATE_STATE, Template
 from .tree import _Reaper
 
 if TYPE_CHECKING:
@@ -132,9 +133,10 @@ class _Setup:
 
     `workdir`: the requests' work directory; `env`: the programs' environment (`_environment`);
     `owner`: (uid, gid) their files are given (None: the supervisor's own); `emptied`: the
-    directories emptied after each request."""
+    directories emptied after each request; `template`: what forks every step's process
+    (`template.Template`, started by `main` before it reads a request)."""
 
-    __slots__ = ("cfg", "emptied", "env", "owner", "reaper", "workdir")
+    __slots__ = ("cfg", "emptied", "env", "owner", "reaper", "template", "workdir")
 
     def __init__(self, cfg: SupervisorConfig, reaper: _Reaper) -> None:
         self.cfg = cfg
@@ -146,6 +148,7 @@ class _Setup:
         if uid is not None and os.geteuid() == 0:
             self.owner = (uid, uid if gid is None else gid)
         self.emptied = (cfg["work_root"], *cfg["wipe"])
+        self.template = Template(0, None)
 
 
 def _prepare_workdir(setup: _Setup, files: dict[str, bytes]) -> str:
@@ -223,12 +226,14 @@ def _build_context(
         cpu * 2 + 1,
         setup.reaper,
         setup.cfg,
+        setup.template,
     )
 
 
 def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
     cfg, reaper, env, limits = setup.cfg, setup.reaper, setup.env, req["limits"]
     files, shared_keys = request_files(req)
+    setup.template.share(req.get("shared"))
     workdir = _prepare_workdir(setup, files)
     leftover = 0
     oom = False
@@ -258,6 +263,7 @@ def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
                 wall_left,
                 reaper,
                 cfg,
+                setup.template,
                 # before any program of this request ran, its shared files are as sent
                 shared_keys if build is None and i == 0 else None,
             )
@@ -269,7 +275,9 @@ def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
         # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
         # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all are a run's).
         ipc_left = cfg["ipc_namespace"] and _ipc_objects_left()
-        _write_done(out, leftover, leftover > 0 or oom or ipc_left)
+        # A program killed the template: the rest ran exec'd, the next request gets a new one.
+        lost = setup.template.lost
+        _write_done(out, leftover, leftover > 0 or oom or ipc_left or lost)
     finally:
         # After the results are out (the service reads them while we clean), before the next
         # request is read: no run ever sees what an earlier one left.
@@ -304,6 +312,12 @@ def main(config_json: str) -> None:
     site.main()  # what `python3 -I` adds: the system's site-packages (numpy etc.)
     _SITE_PATH[:] = sys.path
     setup = _Setup(cfg, _Reaper(cfg["pid_namespace"]))
+    TEMPLATE_STATE[:] = [cfg, setup.env]  # what a step's process the supervisor forks runs with
+    if not forks_itself(cfg):
+        # Before any request is read (and before the backend's socket is connected): the
+        # template holds nothing of any run, ever.
+        setup.template = Template.start(cfg, setup.env, _child)
+        setup.reaper.spared = setup.template.pid
     # Frames are read from a descriptor (`_read_frame`): the backend sends nothing past the
     # bootstrap payload before our "ready" frame, so sys.stdin's buffer holds nothing of them.
     stream = 0

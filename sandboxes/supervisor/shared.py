@@ -7,10 +7,7 @@ import builtins
 import os
 import types
 from binascii import a2b_base64  # bound here: a module object is one more page a request writes
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .forked import _Invocation
+from typing import Any
 
 _BLOBS: dict[str, bytes] = {}
 """Shared files (trusted runners) sent once by the backend, by key; see `request_files`."""
@@ -99,13 +96,15 @@ argument): computed from the strings alone."""
 _SCRIPT_NAMES_KEPT = 64
 
 
-def _shared_code(invocation: _Invocation, workdir: str, shared_keys: dict[str, str]) -> _Invocation:
-    """The invocation with its script's code when the script is a shared file of this request
-    (trusted, and unchanged: no program has run yet in this request); compiled here once per
-    supervisor, not in every run's child, where compiling costs page faults on the compiler."""
-    flags, script, code, args, _, _ = invocation
+def shared_script(
+    script: str | None, workdir: str, shared_keys: dict[str, str]
+) -> tuple[str, str] | None:
+    """(blob key, absolute path) when the step's `script` is a shared file of this request
+    (trusted, and unchanged: no program has run yet in this request), whose code the template
+    then loads once (`_preload`) for every later run of it, not in every run's process, where
+    compiling costs page faults on the compiler."""
     if script is None:
-        return invocation
+        return None
     names = _SCRIPT_NAMES.get((workdir, script))
     if names is None:
         if len(_SCRIPT_NAMES) >= _SCRIPT_NAMES_KEPT:
@@ -114,9 +113,13 @@ def _shared_code(invocation: _Invocation, workdir: str, shared_keys: dict[str, s
         names = _SCRIPT_NAMES[workdir, script] = (filename, os.path.relpath(filename, workdir))
     filename, name = names
     key = shared_keys.get(name)
-    if key is None:
-        return invocation
-    loaded = _SHARED_CODE.get((key, filename))
-    if loaded is None:
-        loaded = _SHARED_CODE[key, filename] = _preload(_BLOBS[key], filename)
-    return flags, script, code, args, *loaded
+    return None if key is None else (key, filename)
+
+
+def preloaded(runner: tuple[str, str]) -> tuple[types.CodeType, types.ModuleType | None] | None:
+    """The loaded code of a shared script (`shared_script`), loading it here first: in the
+    template, or in the supervisor itself when it forks its steps (the test-only hook)."""
+    loaded = _SHARED_CODE.get(runner)
+    if loaded is None and runner[0] in _BLOBS:
+        loaded = _SHARED_CODE[runner] = _preload(_BLOBS[runner[0]], runner[1])
+    return loaded

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # signal.signal()'s enum conversions slow a child
 import fcntl
-import operator
+import marshal
 import os
 import select
 import signal
@@ -15,7 +15,9 @@ import signal
 # child (`_child`) runs its code cold (never specialised), where each `module.name` it evaluates
 # writes to (copies the page of) the `name` string, while a global does not.
 from binascii import b2a_base64
+from collections.abc import Mapping
 from gc import freeze, unfreeze
+from marshal import loads as _loads
 from math import ceil
 from os import O_CLOEXEC, O_WRONLY
 from os import chdir as _chdir
@@ -24,6 +26,7 @@ from os import closerange as _closerange
 from os import dup2 as _dup2
 from os import geteuid as _geteuid
 from os import open as _os_open
+from os import read as _os_read
 from os import setgid as _setgid
 from os import setgroups as _setgroups
 from os import setsid as _setsid
@@ -45,7 +48,8 @@ from time import monotonic
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .forked import _adopt_environ, _Invocation, _python_invocation, _python_main, _spare_streams
-from .shared import _shared_code
+from .shared import _SHARED_CODE, preloaded, shared_script
+from .template import TEMPLATE_STATE, Template
 from .tree import _live_usage, _Reaper, _rusage_cpu
 
 if TYPE_CHECKING:
@@ -76,7 +80,8 @@ class StepContext:
     the request's limits (the build's: `request._build_limits`). `cpu_s`: the CPU seconds the
     step may use (what is left of the request's budget); `wall_s`: the wall seconds it may
     take. `shared_keys`: the request's shared files (name -> blob key), given for its first
-    program only: before any program of the request ran, they are as sent."""
+    program only: before any program of the request ran, they are as sent. `template`: what
+    forks the step's process (`template.Template`)."""
 
     __slots__ = (
         "argv",
@@ -87,6 +92,7 @@ class StepContext:
         "reaper",
         "shared_keys",
         "stdin",
+        "template",
         "wall_s",
         "workdir",
     )
@@ -102,6 +108,7 @@ class StepContext:
         wall_s: float,
         reaper: _Reaper,
         cfg: SupervisorConfig,
+        template: Template,
         shared_keys: dict[str, str] | None = None,
     ) -> None:
         self.argv = argv
@@ -113,6 +120,7 @@ class StepContext:
         self.wall_s = wall_s
         self.reaper = reaper
         self.cfg = cfg
+        self.template = template
         self.shared_keys = shared_keys
 
 
@@ -127,9 +135,13 @@ def check_oom_adj() -> None:
 
 
 _O_WRONLY_CLOEXEC = O_WRONLY | O_CLOEXEC
-_CHILD_FIELDS = operator.attrgetter("limits", "cfg", "cpu_s", "workdir", "argv", "env")
-"""(limits, cfg, cpu_s, workdir, argv, env) of a `StepContext`, in one C call: the child runs
-its Python cold, and each attribute read there is more bytecode and more names written."""
+
+_Call = tuple[frozenset[str], str | None, str | None, list[str], tuple[str, str] | None]
+"""How a step runs as forked Python, as sent to its process: (flags, script, -c code, args, the
+shared runner it is: (blob key, path), whose code the template loaded, see `shared.preloaded`)."""
+_Params = tuple[list[str], dict[str, Any], float, str, _Call | None]
+"""What a step's process reads first from its stdin pipe (`_child`), `marshal`led after a
+4-byte length: (argv, limits, CPU seconds, work directory, how it runs as forked Python)."""
 
 
 def _set_rlimit(which: int, value: int) -> None:
@@ -163,17 +175,26 @@ def _confine(limits: dict[str, Any], cfg: SupervisorConfig, cpu_s: float) -> Non
         _setuid(uid)
 
 
-def _child(
-    ctx: StepContext, fds: tuple[int, int, int, int], invocation: _Invocation | None
-) -> NoReturn:
-    """In the forked child: confine ourselves, then exec (or become the forked Python program
-    `invocation`, decided by the parent). Never returns.
+def _read_exactly(n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        piece = _os_read(0, n - len(data))
+        if not piece:
+            raise EOFError("the step's parameters were cut short")
+        data += piece
+    return data
 
-    Every page this child writes to is a copy-on-write fault, so it runs as little Python as it
-    can: no text-mode `open` (codec and locale machinery), no path resolution, no module
+
+def _child(fds: list[int]) -> NoReturn:
+    """The step's process, forked by the template (or, exec'ing, by the supervisor): take the
+    pipes `fds` (stdin, stdout, stderr, exec errors), read the step's parameters from stdin
+    (`_Params`), confine ourselves, then exec (or become the forked Python program). Never
+    returns.
+
+    Every page this process writes to is a copy-on-write fault, so it runs as little Python as
+    it can: no text-mode `open` (codec and locale machinery), no path resolution, no module
     attributes (see `_setrlimit` and the other names bound above)."""
     stdin_r, stdout_w, stderr_w, err_w = fds
-    limits, cfg, cpu_s, workdir, argv, env = _CHILD_FIELDS(ctx)
     try:
         _setsid()
         if _OOM_ADJ_WRITABLE:
@@ -188,13 +209,21 @@ def _child(
         _dup2(stdin_r, 0)
         _dup2(stdout_w, 1)
         _dup2(stderr_w, 2)
-        # Close-on-exec in the same call (dup3: err_w is never 3, the pipes made before it in
-        # `_spawn` took the lowest free descriptors).
+        # Close-on-exec in the same call (dup3: err_w is never 3, the other pipes' descriptors
+        # were allocated before it, in `_spawn` or as the template received them).
         _dup2(err_w, 3, False)  # not inheritable (by position: keywords cost the child more)
         _closerange(4, 65536)
-        if invocation is None:  # a forked `python3` keeps ignoring them, as `python3` does
+        params: _Params = _loads(_read_exactly(int.from_bytes(_read_exactly(4), "big")))
+        argv, limits, cpu_s, workdir, call = params
+        cfg, env = TEMPLATE_STATE
+        invocation: _Invocation | None = None
+        if call is None:  # a forked `python3` keeps ignoring them, as `python3` does
             _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
             _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
+        else:
+            flags, script, code, args, runner = call
+            compiled, main = _SHARED_CODE.get(runner, _NOT_LOADED) if runner else _NOT_LOADED
+            invocation = (flags, script, code, args, compiled, main)
         _confine(limits, cfg, cpu_s)
         # no-new-privileges: set on the supervisor itself, inherited by every child
         _chdir(workdir)
@@ -207,6 +236,10 @@ def _child(
         finally:
             os._exit(127)
     os._exit(127)
+
+
+_NOT_LOADED = (None, None)
+"""(code, `__main__`) of a script the template did not load: read and compiled in the child."""
 
 
 _PIPE_MAX: list[int] = []
@@ -302,9 +335,9 @@ class _Step:
         """What is left to write of the program's stdin."""
 
     def prepare(self) -> None:
-        """Before the fork: the pipes' modes and what to poll. Every page the supervisor writes
-        while the program's process is alive is copied (they share them until it exits), so as
-        little as can be runs between the fork and the program's exit."""
+        """Before the step's process starts: the pipes' modes and what to poll. The supervisor
+        no longer shares pages with the program (the template forks it), but its polling costs
+        the program's CPU: as little as can be runs while it is alive."""
         # Pipes as large as the output limit need not be read while the program runs: it cannot
         # block on them before it has written more than it may. They are read at each poll and
         # at the end, so that a program's every write is not also a wake-up of the supervisor.
@@ -319,11 +352,17 @@ class _Step:
         else:
             self.sel.register(out_r, POLLIN)
             self.sel.register(err_r, POLLIN)
+        # The step's parameters come first (`_Params`): written now, so that its process finds
+        # them as soon as it starts, without waiting for us to hear its pid.
+        os.set_blocking(self.stdin_w, False)
+        try:  # noqa: SIM105 - not contextlib.suppress: more objects each step touches
+            self.view = self.view[os.write(self.stdin_w, self.view[:_READ_CHUNK]) :]
+        except BlockingIOError:
+            pass
         if self.view:
-            os.set_blocking(self.stdin_w, False)
             self.sel.register(self.stdin_w, POLLOUT)
         else:
-            # The program reads end-of-file at once, as when it is closed after the fork.
+            # The program reads end-of-file once it has read all, as when it is closed.
             self.close_stdin()
 
     def take(self, fd: int, data: bytes) -> None:
@@ -368,17 +407,47 @@ class _Step:
         return data
 
 
-def _spawn(ctx: StepContext, invocation: _Invocation | None) -> _Step:
-    """Fork the step's process, which confines itself and becomes the program (`_child`)."""
+def _spawn(ctx: StepContext, call: _Call | None) -> _Step | None:
+    """Start the step's process (`_child`): forked by the template, or where there is none (it
+    died, or the test-only `_fork_supervisor`) by the supervisor, then only to exec (`call` is
+    None). None when the template turned out to be gone: nothing was started."""
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     exc_r, exc_w = os.pipe2(os.O_CLOEXEC)
-    step = _Step((stdin_w, out_r, err_r, exc_r), int(ctx.limits["output_bytes"]), ctx.stdin)
-    step.prepare()
-    step.start = monotonic()
+    params = marshal.dumps((ctx.argv, ctx.limits, ctx.cpu_s, ctx.workdir, call))
+    stdin = len(params).to_bytes(4, "big") + params + ctx.stdin
+    step = _Step((stdin_w, out_r, err_r, exc_r), int(ctx.limits["output_bytes"]), stdin)
+    fds = [stdin_r, out_w, err_w, exc_w]
+    try:
+        step.prepare()
+        step.start = monotonic()
+        template = ctx.template
+        if template.alive():
+            pid = template.spawn(fds, call[4] if call is not None else None)
+        else:
+            pid = _fork_here(fds)
+    except BaseException:
+        step.close()
+        os.close(exc_r)
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if not pid:
+        step.close()
+        os.close(exc_r)
+        return None
+    step.pid = pid
+    step.pidfd = os.pidfd_open(pid)
+    step.sel.register(step.pidfd, POLLIN)
+    return step
+
+
+def _fork_here(fds: list[int]) -> int:
+    """Fork the step's process from the supervisor itself (see `_spawn`)."""
     # Every object so far is left out of the child's garbage collections, which would otherwise
-    # write to (copy) the pages of objects the program never uses. Unfrozen in `_run_step`.
+    # write to (copy) the pages of objects the program never uses.
     freeze()
     try:
         pid = os.fork()
@@ -386,15 +455,9 @@ def _spawn(ctx: StepContext, invocation: _Invocation | None) -> _Step:
         unfreeze()
         raise
     if pid == 0:
-        _child(ctx, (stdin_r, out_w, err_w, exc_w), invocation)
-    step.pid = pid
-    step.pidfd = os.pidfd_open(pid)
-    step.sel.register(step.pidfd, POLLIN)
-    os.close(stdin_r)
-    os.close(out_w)
-    os.close(err_w)
-    os.close(exc_w)
-    return step
+        _child(fds)
+    unfreeze()
+    return pid
 
 
 def _feed(step: _Step, sel: select.poll, view: memoryview) -> memoryview:
@@ -538,22 +601,51 @@ def _invocation(ctx: StepContext) -> _Invocation | None:
     return invocation
 
 
+def forks_itself(cfg: Mapping[str, Any]) -> bool:
+    """Whether the test-only `_fork_supervisor` is set (`config._TEST_ONLY_KEYS`)."""
+    return bool(cfg.get("_fork_supervisor"))
+
+
+def _call(ctx: StepContext) -> _Call | None:
+    """How the step runs as forked Python (`_Call`), or None: exec'd. Only a fork of the template
+    runs Python itself (`fork_python`); a process the supervisor forks only execs, except under
+    the test-only `_fork_supervisor`, which forks programs from the supervisor as it did before
+    the template (the remnant tests show they catch that)."""
+    cfg = ctx.cfg
+    legacy = forks_itself(cfg)
+    if not cfg["fork_python"] or not (ctx.template.alive() or legacy):
+        return None
+    invocation = _invocation(ctx)
+    if invocation is None:
+        return None
+    flags, script, code, args, _, _ = invocation
+    runner = shared_script(script, ctx.workdir, ctx.shared_keys) if ctx.shared_keys else None
+    if legacy:
+        if runner is not None:
+            preloaded(runner)
+        _spare_streams("u" in flags)
+        _adopt_environ(ctx.env)
+    return flags, script, code, args, runner
+
+
 def _run_step(ctx: StepContext) -> tuple[StepResult, float, int]:
     """Run one program; returns (its result, CPU seconds used, leftover processes killed)."""
-    invocation = _invocation(ctx) if ctx.cfg["fork_python"] else None
-    if invocation is not None:
-        if ctx.shared_keys:
-            invocation = _shared_code(invocation, ctx.workdir, ctx.shared_keys)
-        _spare_streams("u" in invocation[0])
-        _adopt_environ(ctx.env)
-    step = _spawn(ctx, invocation)
+    step = _spawn(ctx, _call(ctx))
+    if step is None:  # the template is gone: this step and the next are exec'd afresh
+        step = _spawn(ctx, None)
+        if step is None:
+            raise OSError("could not start the step's process")
     try:
         _watch(step, ctx)
         wall = monotonic() - step.start
         main_status, killed = _reap(step, ctx.reaper)
     finally:
-        unfreeze()
         step.close()
+    template = ctx.template
+    if ctx.reaper.spared_exited:
+        template.forget()  # a program killed it
+    else:
+        template.wake()  # no process of the run is left to stop it again
     exec_error = step.exec_error()
     out_cap = step.out_cap
     stdout = step.outputs[step.out_r]

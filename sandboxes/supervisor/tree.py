@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import resource
 import signal
@@ -70,19 +69,41 @@ def _rusage_cpu(ru: resource.struct_rusage) -> float:
 
 
 class _Reaper:
-    """Kills and reaps every descendant of the supervisor, summing their CPU time."""
+    """Kills and reaps every descendant of the supervisor, summing their CPU time, but one: the
+    template (`spared`), a child of ours that is never the run's and never killed here. Should a
+    program kill it, reaping it sets `spared_exited` (its CPU time is not the run's)."""
 
     def __init__(self, use_kill_all: bool) -> None:
         self.use_kill_all = use_kill_all
         self.me = os.getpid()
+        self.spared = 0
+        self.spared_exited = False
+
+    def _direct(self) -> list[int]:
+        """Our children (zombies too), the template left out."""
+        spared = self.spared
+        return [pid for pid in _children(self.me) if pid != spared]
 
     def run_processes(self) -> list[int]:
         """The run's live (or not yet reaped) processes. As our PID namespace's init, every
-        process in it but us, from one listing of /proc: a walk of the process tree costs two
-        reads per process, which adds up when a fork bomb leaves us a sliver of the CPU."""
+        process in it but us and the template, from one listing of /proc: a walk of the process
+        tree costs two reads per process, which adds up when a fork bomb leaves us a sliver of
+        the CPU."""
         if self.use_kill_all:
-            return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != self.me]
-        return _descendants(self.me)
+            mine = (str(self.me), str(self.spared))
+            return [int(p) for p in os.listdir("/proc") if p.isdigit() and p not in mine]
+        direct = self._direct()
+        return direct + [p for c in direct for p in _descendants(c)]
+
+    def _reaped(
+        self, pid: int, status: int, ru: resource.struct_rusage, statuses: dict[int, int]
+    ) -> float:
+        """Record a reaped process; returns its CPU seconds (the template's are not the run's)."""
+        if pid == self.spared:
+            self.spared_exited = True
+            return 0.0
+        statuses[pid] = status
+        return _rusage_cpu(ru)
 
     def reap_ready(self, statuses: dict[int, int]) -> float:
         """Reap whatever has exited; returns the CPU seconds of the reaped processes."""
@@ -94,45 +115,34 @@ class _Reaper:
                 return cpu
             if pid == 0:
                 return cpu
-            cpu += _rusage_cpu(ru)
-            statuses[pid] = status
+            cpu += self._reaped(pid, status, ru, statuses)
 
     def kill_all(self, statuses: dict[int, int]) -> tuple[float, set[int]]:
-        """SIGKILL every descendant until none is left; returns (CPU seconds, pids killed)."""
+        """SIGKILL every process of the run until none is left; returns (CPU seconds, pids
+        killed). Each round kills every process it lists, so even a fork bomb runs out."""
         cpu = 0.0
         killed: set[int] = set()
-        try:
-            # The usual end of a step: no child is left, so no descendant is (every orphan of
-            # the run is reparented to us), and there is nothing to kill.
-            os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return cpu, killed
+        # The usual end of a step: no child is left but the template, so no process of the run
+        # is (every orphan of the run is reparented to us), and there is nothing to kill.
+        if not self._direct():
+            return cpu + self.reap_ready(statuses), killed
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
-            if self.use_kill_all:
-                # Alone in our PID namespace (with its init): all other processes are the run's.
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(-1, signal.SIGKILL)
-            direct = _children(self.me)
-            for pid in direct + [p for c in direct for p in _descendants(c)]:
+            targets = self.run_processes()
+            if not targets:
+                return cpu + self.reap_ready(statuses), killed
+            for pid in targets:
                 try:
                     os.kill(pid, signal.SIGKILL)
                     killed.add(pid)
                 except ProcessLookupError:
                     continue
-            if direct:
-                # Every direct child was just sent SIGKILL, so this returns soon.
+            if self._direct():
+                # Every direct child was just sent SIGKILL (or is a zombie), so this returns soon.
                 try:
                     pid, status, ru = os.wait4(-1, 0)
                 except ChildProcessError:
                     return cpu, killed
-                cpu += _rusage_cpu(ru)
-                statuses[pid] = status
+                cpu += self._reaped(pid, status, ru, statuses)
             cpu += self.reap_ready(statuses)
-            if not direct:
-                try:
-                    if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-                        time.sleep(0.001)  # a child being reparented to us right now
-                except ChildProcessError:
-                    return cpu, killed
         raise RuntimeError("could not kill the run's processes within 30 s")

@@ -27,9 +27,9 @@ from reward_specs import (
     reference_key,
 )
 from sandboxes import SandboxSettings
+from service.core.loading import LoadedSpecs, load_registry
 from service.dispatch.base import Work
 from service.dispatch.local import LocalDispatcher
-from service.loading import LoadedSpecs, load_registry
 from service.settings import Settings
 
 __all__ = ["DEFAULT_REGISTRY", "LocalScorer", "outcome_result"]
@@ -39,7 +39,7 @@ DEADLINE_S = 86400.0
 
 
 def outcome_result(outcome: Outcome) -> Result:
-    """An engine outcome as the service's result object (see `service.scoring.to_result`)."""
+    """An engine outcome as the service's result object (see `service.work.scoring.to_result`)."""
     return {
         "id": None,
         "status": outcome.status,

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.deps import StateDep
+from service.http.deps import StateDep
 from service.schemas import InFlight, LimitsInfo, RunLimitsInfo, SpecInfo, SpecsResponse
 
 router = APIRouter()

@@ -27,9 +27,9 @@ from reward_specs import (
 )
 from reward_specs.json_bounds import json_problem
 from service.dispatch.base import Dispatcher, MappedOnDone, Work
-from service.ingest import RequestItem
 from service.schemas import ErrorInfo, ScoreResponse, ScoreResult, SpecSummary
 from service.settings import Settings
+from service.work.ingest import RequestItem
 
 __all__ = ["ItemLimits", "score_batch", "to_result"]
 

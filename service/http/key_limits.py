@@ -1,7 +1,7 @@
 """Per-key limits: requests and items in flight for each API key, so one tenant cannot hold
 every worker while another waits.
 
-A request takes a *lease* for its key (`service.tenancy`): one request slot when it starts, and
+A request takes a *lease* for its key (`service.core.tenancy`): one request slot when it starts, and
 its items once it knows how many it has. Past `max_inflight_requests_per_key` or
 `max_inflight_items_per_key` it is refused with 429 and `Retry-After`; other keys are not
 affected. A job's lease holds its items while the job runs, not the request that created it.
@@ -31,8 +31,8 @@ import redis.asyncio as aioredis
 from fastapi import Depends, HTTPException, Request
 from redis.exceptions import RedisError
 
+from service.core.tenancy import tenant
 from service.settings import Settings
-from service.tenancy import tenant
 
 __all__ = [
     "LEASE_TTL_S",

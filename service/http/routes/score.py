@@ -9,11 +9,9 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request, Response
 
 from reward_specs import Spec
-from service.deps import StateDep, resolve_spec
-from service.fastjson import json_response
-from service.ingest import ScoreBody, decode_score_request, read_score_request
-from service.jobs import Job, JobHandle, JobTooLarge, Runner, TooManyJobs
-from service.limits import KeyLease, Lease
+from service.core.fastjson import json_response
+from service.http.deps import StateDep, resolve_spec
+from service.http.key_limits import KeyLease, Lease
 from service.schemas import (
     JobAccepted,
     JobStatus,
@@ -21,8 +19,10 @@ from service.schemas import (
     ScoreResult,
     SpecSummary,
 )
-from service.scoring import ItemLimits, score_batch
 from service.state import AppState
+from service.work.ingest import ScoreBody, decode_score_request, read_score_request
+from service.work.jobs import Job, JobHandle, JobTooLarge, Runner, TooManyJobs
+from service.work.scoring import ItemLimits, score_batch
 
 router = APIRouter(tags=["scoring"])
 
@@ -69,8 +69,8 @@ _SCORE_REQUEST_BODY: dict[str, Any] = {
     }
 }
 """The body's schema for the OpenAPI document: the routes read the body themselves
-(`service.ingest`), so FastAPI does not see it; `service.main` adds `ScoreRequest` to the
-components."""
+(`service.work.ingest`), so FastAPI does not see it; `service.http.openapi` adds `ScoreRequest`
+to the components."""
 
 _REFUSALS: dict[int | str, dict[str, Any]] = {
     413: {"description": "The request body exceeds `max_request_bytes` (see /v1/limits)."},

@@ -4,8 +4,8 @@ A trainer builds its puzzle mixture from the service and scores it with the same
 sampled entry can be sent back as a `puzzle` reference, by value (`{"task", "entry"}`) or by its
 coordinates (`{"task", "config", "seed", "index", "seed_space": 2}`, regenerated identically; seed
 space 2 gives every (seed, index) an entry of its own, `reward_specs.puzzles.gym`). Generation and
-validation live in `reward_specs`; sampling runs in a child process (`service.sampling`), never in
-the API's, and is abandoned as soon as its client disconnects.
+validation live in `reward_specs`; sampling runs in a child process (`service.work.sampling`),
+never in the API's, and is abandoned as soon as its client disconnects.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from reward_specs.puzzles import (
     task_info,
     task_names,
 )
-from service.deps import StateDep, spec_named
-from service.sampling import SampleCall
-from service.tenancy import tenant
+from service.core.tenancy import tenant
+from service.http.deps import StateDep, spec_named
+from service.work.sampling import SampleCall
 
 __all__ = ["router"]
 

@@ -15,9 +15,9 @@ import logging
 
 from fastapi import HTTPException, Request
 
-from service.logs import RedactQuerySecrets
+from service.core.logs import RedactQuerySecrets
+from service.core.tenancy import set_tenant, tenant_of_key
 from service.settings import Settings
-from service.tenancy import set_tenant, tenant_of_key
 
 __all__ = ["ApiKeyAuth", "ExposureError", "check_exposure", "load_keys", "redact_access_log"]
 
@@ -29,7 +29,7 @@ QUERY_KEY_PATHS = frozenset({"/v1/openrlhf"})
 """Routes whose callers cannot send a header (OpenRLHF posts to a bare URL): the key may come as
 the `api_key` query parameter instead, as URL-decoded (`api%5Fkey` is `api_key`), and only
 there: on any other route a key in the URL authenticates nothing. Every log line has such a
-value redacted, whatever its spelling (`service.logs.redact_query_secrets`)."""
+value redacted, whatever its spelling (`service.core.logs.redact_query_secrets`)."""
 
 
 def redact_access_log() -> None:
@@ -113,4 +113,6 @@ class ApiKeyAuth:
                 detail="unknown API key",
                 headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
             )
-        set_tenant(tenant_of_key(key.strip()))  # whose work this request's is (service.tenancy)
+        set_tenant(
+            tenant_of_key(key.strip())
+        )  # whose work this request's is (service.core.tenancy)

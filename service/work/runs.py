@@ -38,9 +38,9 @@ from sandboxes import (
     open_backend,
 )
 from sandboxes.checkers import LazyBackend
+from service.core.tenancy import tenant
 from service.dispatch.threads import FairThreads
 from service.settings import Settings
-from service.tenancy import tenant
 
 __all__ = [
     "RunBounds",

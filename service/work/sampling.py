@@ -31,9 +31,9 @@ from reward_specs import InvalidReference
 from reward_specs.hash_seed import pinned_hash_seed
 from reward_specs.puzzles import PuzzleConfig, sample_prompts
 from reward_specs.puzzles.bounds import check_sample_bounds
+from service.core.runtime import limit_address_space
 from service.dispatch.base import Unavailable
 from service.dispatch.fair import FairQueue
-from service.runtime import limit_address_space
 
 __all__ = ["MAX_SAMPLE_BYTES", "SampleCall", "Sampler"]
 
@@ -118,7 +118,7 @@ class Sampler:
         # Without a worker pool (queue mode) the fork server is the sampler's: children fork
         # with the sampling code and Reasoning Gym (which reward_specs imports at first use)
         # loaded. A pool made after this sets its own preload, which warms Reasoning Gym too.
-        self._mp.set_forkserver_preload(["service.sampling", "reasoning_gym"])
+        self._mp.set_forkserver_preload(["service.work.sampling", "reasoning_gym"])
 
     def load(self) -> tuple[int, int]:
         """(calls running in a child, calls waiting for one), for /metrics."""

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, score_item
-from service.loading import load_all_specs, load_registry
-from service.runtime import limit_address_space, settle_heap
+from service.core.loading import load_all_specs, load_registry
+from service.core.runtime import limit_address_space, settle_heap
 
 __all__ = ["Task", "keep_loaded", "warm_up", "worker_main"]
 

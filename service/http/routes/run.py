@@ -1,5 +1,5 @@
 """POST /v1/run: run one program in the sandbox and return its output, for tool calls during a
-rollout (docs/api.md, "POST /v1/run"). The work is `service.runs`'s."""
+rollout (docs/api.md, "POST /v1/run"). The work is `service.work.runs`'s."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from reward_specs.code.extract import Language
-from service.deps import StateDep, field_error
-from service.limits import KeyLease
-from service.runs import RunBounds, RunStatus, run_request, source_file
+from service.http.deps import StateDep, field_error
+from service.http.key_limits import KeyLease
 from service.schemas import ErrorInfo
 from service.settings import Settings
+from service.work.runs import RunBounds, RunStatus, run_request, source_file
 
 __all__ = ["RunBody", "RunLimitsBody", "RunResponse", "router"]
 

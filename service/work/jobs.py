@@ -1,7 +1,7 @@
 """Long evaluations as jobs: POST /v1/jobs returns at once, GET /v1/jobs/{id} reports progress.
 
 `JobStore` keeps jobs in this process's memory (the embedded default): they survive neither a
-restart nor a second replica; in queue mode they live in Redis (`service.queue.jobs`). At most
+restart nor a second replica; in queue mode they live in Redis (`service.queue.job_store`). At most
 `max_jobs` run at once (a new one beyond that is refused, with a hint of when to retry). A
 finished job's results are kept as their encoded JSON (`FinishedLimits`: for `ttl_s`, at most
 `count` jobs and `bytes` of results, the oldest forgotten first; a running job is never
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from reward_specs import codes
-from service.fastjson import dump_json
+from service.core.fastjson import dump_json
+from service.core.tenancy import OPEN_TENANT, tenant
 from service.schemas import ErrorInfo, JobState, JobStatus, ScoreResponse
-from service.tenancy import OPEN_TENANT, tenant
 
 __all__ = [
     "FinishedLimits",
@@ -89,7 +89,7 @@ class Job:
     id: str
     total: int
     tenant: str = OPEN_TENANT
-    """Whose job it is (`service.tenancy`): only that tenant may see or cancel it."""
+    """Whose job it is (`service.core.tenancy`): only that tenant may see or cancel it."""
     status: JobState = "queued"
     completed: int = 0
     result: bytes | None = None
@@ -137,7 +137,7 @@ class JobHandle(Protocol):
 
 
 class Jobs(Protocol):
-    """Where jobs live: this process (`JobStore`) or Redis (`service.queue.jobs`)."""
+    """Where jobs live: this process (`JobStore`) or Redis (`service.queue.job_store`)."""
 
     async def start(self, total: int, runner: Runner, body: bytes = b"") -> JobHandle: ...
 

@@ -1,44 +1,34 @@
 """Log lines as text or as JSON objects, each carrying the id of the request it concerns.
 
-Every HTTP request gets an id: the caller's `X-Request-ID` when it is a plain token, else a new
-one. It is echoed in the response header and set in a context variable for the request's task,
-so any line logged while serving it names it. Work that outlives the request's task (a queue
-batch watched from another thread) captures `request_id()` when it starts and logs with
-`extra={"request_id": ...}`.
+Every HTTP request gets an id (`service.http.request_ids`), set in a context variable for the
+request's task (`request_scope`), so any line logged while serving it names it. Work that
+outlives the request's task (a queue batch watched from another thread) captures `request_id()`
+when it starts and logs with `extra={"request_id": ...}`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import logging
 import re
 import urllib.parse
-import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from service.asgi import HttpMiddleware
-
 __all__ = [
     "RedactQuerySecrets",
-    "RequestIdMiddleware",
-    "client_gone",
     "configure_logging",
     "redact_query_secrets",
     "request_id",
+    "request_scope",
 ]
-
-log = logging.getLogger(__name__)
 
 _REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "proctor_request_id", default=None
 )
-_TOKEN = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _TEXT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 
 
@@ -47,35 +37,14 @@ def request_id() -> str | None:
     return _REQUEST_ID.get()
 
 
-class RequestIdMiddleware(HttpMiddleware):
-    """Give each HTTP request an id (see the module docstring) for its lifetime."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
-        rid = given if _TOKEN.fullmatch(given) else uuid.uuid4().hex[:16]
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid.encode())]
-            await send(message)
-
-        token = _REQUEST_ID.set(rid)
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            _REQUEST_ID.reset(token)
-
-
-async def client_gone(request: Request, exc: Exception) -> Response:
-    """A client that went away before its body was read (or whose body was cut off by a limit):
-    one INFO line, no traceback, since it is nothing of ours; the 499 goes nowhere."""
-    log.info(
-        "client disconnected before its request was read: %s %s", request.method, request.url.path
-    )
-    return Response(status_code=499)
+@contextlib.contextmanager
+def request_scope(rid: str) -> Iterator[None]:
+    """Lines logged in this context (and tasks it starts) name request `rid`."""
+    token = _REQUEST_ID.set(rid)
+    try:
+        yield
+    finally:
+        _REQUEST_ID.reset(token)
 
 
 _QUERY_PARAM = re.compile(r"([?&;])([^=&;?\s\"']+)=([^&;\s\"']*)")

@@ -23,11 +23,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from service.deps import StateDep, check_item_count, field_error, spec_named
-from service.ingest import ScoreBody
-from service.limits import KeyLease
-from service.routes.score import score_body
+from service.http.deps import StateDep, check_item_count, field_error, spec_named
+from service.http.key_limits import KeyLease
+from service.http.routes.score import score_body
 from service.schemas import ScoreItem, ScoreResult
+from service.work.ingest import ScoreBody
 
 router = APIRouter(tags=["integrations"])
 

@@ -28,8 +28,8 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.asgi import HttpMiddleware
 from service.dispatch import DispatchStats
+from service.http.asgi import HttpMiddleware
 from service.schemas import ScoreResult
 
 __all__ = ["Metrics", "StatusCounter"]

@@ -4,8 +4,8 @@ each bounded store may hold, plus the process itself. The constants are measured
 
 from __future__ import annotations
 
-from service.sampling import MAX_SAMPLE_BYTES
 from service.settings import Settings
+from service.work.sampling import MAX_SAMPLE_BYTES
 
 __all__ = [
     "BASELINE_BYTES",

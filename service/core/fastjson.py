@@ -1,6 +1,6 @@
 """JSON out of the service, fast: orjson writes responses, with pydantic's serializer behind it
 for what orjson does not know; the bytes are the ones pydantic writes. (Score requests are read by
-`service.ingest`.)
+`service.work.ingest`.)
 """
 
 from __future__ import annotations

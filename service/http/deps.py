@@ -7,8 +7,8 @@ from typing import Annotated, Any, NoReturn
 from fastapi import Depends, HTTPException, Request
 
 from reward_specs import Spec, codes
-from service.ingest import ScoreBody
 from service.state import AppState
+from service.work.ingest import ScoreBody
 
 __all__ = ["StateDep", "check_item_count", "field_error", "resolve_spec", "spec_named"]
 

@@ -31,7 +31,7 @@ class HttpMiddleware(ABC):
 async def send_error(
     send: Send, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
-    """Answer `status` with `body`, an encoded `service.errors.error_body`, and `headers`."""
+    """Answer `status` with `body`, an encoded `service.http.errors.error_body`, and `headers`."""
     head = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -26,8 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reward_specs import codes
+from service.core.tenancy import OPEN_TENANT, tenant
 from service.dispatch.base import Unavailable
-from service.jobs import (
+from service.queue import keys, leases, timings, transport
+from service.schemas import ErrorInfo, JobState, JobStatus
+from service.work.jobs import (
     FinishedLimits,
     Job,
     Runner,
@@ -36,9 +39,6 @@ from service.jobs import (
     encode_result,
     status_json,
 )
-from service.queue import keys, leases, timings, transport
-from service.schemas import ErrorInfo, JobState, JobStatus
-from service.tenancy import OPEN_TENANT, tenant
 
 __all__ = ["RedisJobStore"]
 

@@ -91,8 +91,9 @@ class ScoreContext:
     sandboxes never fork an untrusted program (`sandboxes.checkers`); None where none is
     configured."""
     reference_key: str | None = None
-    """Set per item by the engine from `Item.reference_key`: equal keys mean equal references,
-    so a scorer may memoise per-reference work (or a whole verdict) under it."""
+    """Set per item by the engine: a hash of the reference's canonical JSON (`Item.reference_key`,
+    or made by the engine), so equal keys mean equal references and a scorer may memoise
+    per-reference work (or a whole verdict) under it."""
     domain_hash: str | None = None
     """Set per item by the engine: the spec's hash of the item's domain (`Spec.domain_hashes`:
     its config, the libraries and its environment's digest), so that a verdict a scorer keeps

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     import service.http.header_limit as header_limit
     import service.main as app_factory
     import service.queue.worker as queue_worker
-    import service.state as app_state
     import service.work.ingest as ingest
     import service.work.scoring as scoring
     from service.state import AppState
@@ -53,7 +52,6 @@ else:
     ingest = lazy_import("service.work.ingest")
     header_limit = lazy_import("service.http.header_limit")
     app_factory = lazy_import("service.main")
-    app_state = lazy_import("service.state")
     scoring = lazy_import("service.work.scoring")
 
 __all__ = ["main"]
@@ -210,7 +208,7 @@ def _open_items(path: Path) -> tuple[BinaryIO, int | None]:
 
 async def _score_file(args: argparse.Namespace, out: IO[str]) -> int:
     settings = _settings(args)
-    state = app_state.build_state(settings)
+    state = app_factory.build_state(settings)
     spec_name = args.spec or settings.default_spec
     if spec_name not in state.specs:
         print(
@@ -267,16 +265,9 @@ async def _flush(
             if entry[1] is not None:
                 rejected[len(items)] = entry[1]
             items.append(entry[0])
-    response = await scoring.score_batch(
-        state.dispatcher,
-        spec,
-        items,
-        limits=scoring.ItemLimits.of(state.settings),
-        deadline_s=state.settings.request_deadline_s,
-        rejected=rejected,
-        strict_json=False,  # the lines' values were read leniently (NaN included)
-        registry=state.registry,
-    )
+    # strict=False: the lines' values were read leniently (NaN included)
+    body = ingest.ScoreBody(items, rejected=rejected, strict=False)
+    response = await scoring.score_batch(state.scoring, spec, body)
     scored = iter(response.results)
     for entry in entries:
         result = next(scored) if isinstance(entry, tuple) else entry

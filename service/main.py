@@ -1,8 +1,8 @@
 """The app factory: builds a Proctor app from settings. No import-time singletons.
 
-Start reading here: the app is its state (`service.state`: registry, specs, dispatcher, jobs,
-limits), its routers (`service.http.routes`), its error handlers and its middlewares
-(`service.http`)."""
+Start reading here: the app is its state (`build_state`, `service.state`: registry, specs,
+dispatcher, jobs, limits; `proctor score` builds the state without the app), its routers
+(`service.http.routes`), its error handlers and its middlewares (`service.http`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from service.http.routes import docs, health, openrlhf, puzzles, run, score
 from service.settings import Settings
 from service.state import AppState, build_state
 
-__all__ = ["create_app"]
+__all__ = ["build_state", "create_app"]
 
 log = logging.getLogger(__name__)
 

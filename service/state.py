@@ -17,6 +17,7 @@ from service.settings import Settings
 from service.work.jobs import FinishedLimits, Jobs, JobStore, Runner
 from service.work.runs import RunPool
 from service.work.sampling import Sampler
+from service.work.scoring import Scoring
 
 __all__ = ["AppState", "JobRunnerFrom", "build_state"]
 
@@ -33,6 +34,8 @@ class AppState:
     sampler: Sampler
     runs: RunPool
     """`POST /v1/run`'s pool (`service.work.runs`)."""
+    scoring: Scoring
+    """What scoring a batch needs (`service.work.scoring`): the dispatcher, registry and limits."""
     jobs: Jobs = field(default_factory=JobStore)
 
     @property
@@ -82,6 +85,7 @@ def build_state(
         sampler=sampler,
         jobs=jobs,
         runs=RunPool(settings),
+        scoring=Scoring.of(settings, dispatcher, registry),
         limits=make_limits(settings),
     )
     return state

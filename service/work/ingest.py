@@ -95,6 +95,11 @@ class ScoreBody:
     strict: bool = True
     """Read by the strict reader, whose values hold no NaN and no integer too long to print."""
 
+    def part(self, start: int, stop: int) -> ScoreBody:
+        """Items `start` to `stop` as a body of their own (a job scores its body in parts)."""
+        rejected = {p - start: why for p, why in self.rejected.items() if start <= p < stop}
+        return ScoreBody(self.items[start:stop], self.spec, self.references, rejected, self.strict)
+
 
 _DECODER = msgspec.json.Decoder(WireRequest)
 

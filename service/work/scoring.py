@@ -10,28 +10,19 @@ reasoning), so a group of 16 costs the scorer a few calls.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reward_specs import (
-    Item,
-    ItemKey,
-    Outcome,
-    Registry,
-    Spec,
-    canonical_json,
-    codes,
-    item_keyer,
-    reference_key,
-)
+from reward_specs import Outcome, Registry, Spec, canonical_json, codes
+from reward_specs.batch import UniqueItems
 from reward_specs.json_bounds import json_problem
 from service.dispatch.base import Dispatcher, MappedOnDone, Work
 from service.schemas import ErrorInfo, ScoreResponse, ScoreResult, SpecSummary
 from service.settings import Settings
-from service.work.ingest import RequestItem
+from service.work.ingest import RequestItem, ScoreBody
 
-__all__ = ["ItemLimits", "score_batch", "to_result"]
+__all__ = ["ItemLimits", "Scoring", "score_batch", "to_result"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,39 +168,42 @@ def _fan_out(
     return results
 
 
+@dataclass(frozen=True, slots=True)
+class Scoring:
+    """What scoring a batch needs of the service, made once (`AppState.scoring`): the dispatcher,
+    the registry it scores with (items are also shared by their scorers' answer keys, see
+    `item_keyer`), what one item may hold, and how long a batch may take."""
+
+    dispatcher: Dispatcher
+    registry: Registry
+    limits: ItemLimits
+    deadline_s: float
+
+    @classmethod
+    def of(cls, settings: Settings, dispatcher: Dispatcher, registry: Registry) -> Scoring:
+        return cls(dispatcher, registry, ItemLimits.of(settings), settings.request_deadline_s)
+
+
 async def score_batch(
-    dispatcher: Dispatcher,
+    scoring: Scoring,
     spec: Spec,
-    items: Sequence[RequestItem],
-    *,
-    limits: ItemLimits,
-    deadline_s: float,
-    references: Sequence[dict[str, Any]] | None = None,
-    rejected: Mapping[int, str] | None = None,
-    strict_json: bool = True,
-    registry: Registry,
+    body: ScoreBody,
     on_progress: Callable[[int], None] | None = None,
 ) -> ScoreResponse:
-    """Score `items` under `spec`: one result per item, in order. `references` is the request's
-    table that items may point into with `reference_index`; `rejected` maps positions of items
-    the reader refused to why (`ScoreBody.rejected`). `registry` is the one the dispatcher
-    scores with: items are also shared by their scorers' answer keys (see `item_keyer`).
-    `strict_json` says the strict reader decoded the values (`ScoreBody.strict`).
-    `on_progress(n)` is told, from any thread, each time `n` more items have their outcome."""
-    deadline = time.monotonic() + deadline_s
+    """Score `body`'s items under `spec`: one result per item, in order. Items may point into
+    the body's `references` with `reference_index`; an item the reader refused
+    (`body.rejected`) is `invalid`. `on_progress(n)` is told, from any thread, each time `n`
+    more items have their outcome."""
+    deadline = time.monotonic() + scoring.deadline_s
+    items = body.items
     outcomes: list[Outcome | None] = [None] * len(items)
-    unique: dict[ItemKey, list[int]] = {}
-    unique_items: list[Item] = []
-    # Equal references become one object with one key, which the worker pool then sends once per
-    # chunk (pickle shares repeated objects): a GRPO group's 16 items carry one puzzle, not 16.
-    interned: dict[bytes, tuple[dict[str, Any], str]] = {}
-    bounds = _Bounds(limits, strict_json)
-    key_of = item_keyer(spec, registry)
+    unique = UniqueItems(spec, scoring.registry)
+    limits = scoring.limits
+    bounds = _Bounds(limits, body.strict)
     quick_limit = limits.max_response_bytes // 4  # no code point takes more than 4 bytes
-    refused = rejected or {}
     unechoed: set[int] = set()
     for position, item in enumerate(items):
-        refusal = _refusal(item, refused.get(position), bounds)
+        refusal = _refusal(item, body.rejected.get(position), bounds)
         if refusal is not None:
             outcomes[position] = refusal
             if item.meta is not None:
@@ -220,39 +214,19 @@ async def score_batch(
             if too_large is not None:
                 outcomes[position] = too_large
                 continue
-        resolved = _resolve_reference(item, references, bounds)
+        resolved = _resolve_reference(item, body.references, bounds)
         if isinstance(resolved, Outcome):
             outcomes[position] = resolved
             continue
-        reference, reference_json = resolved
-        key = key_of(item, reference_json)
-        positions = unique.get(key)
-        if positions is not None:
-            positions.append(position)
-            continue
-        shared = interned.get(reference_json)
-        if shared is None:
-            shared = interned[reference_json] = (reference, reference_key(reference_json))
-        engine_item = Item(
-            domain=item.domain,
-            response=item.response,
-            reference=shared[0],
-            reference_key=shared[1],
-            finish_reason=item.finish_reason,
-            response_tokens=item.response_tokens,
-            max_response_tokens=item.max_response_tokens,
-        )
-        unique[key] = [position]
-        unique_items.append(engine_item)
+        unique.add(position, item, *resolved)
 
     on_done = None
     if on_progress is not None:
-        on_progress(len(items) - sum(len(p) for p in unique.values()))  # refused, or shared
-        on_done = MappedOnDone(on_progress, [len(p) for p in unique.values()])
-    scored = await dispatcher.run(Work(spec, unique_items, deadline, on_done))
-    for positions, outcome in zip(unique.values(), scored, strict=True):
-        for position in positions:
-            outcomes[position] = outcome
+        on_progress(len(items) - sum(unique.sizes))  # refused before scoring
+        on_done = MappedOnDone(on_progress, unique.sizes)
+    scored = await scoring.dispatcher.run(Work(spec, unique.items, deadline, on_done))
+    for position, outcome in unique.spread(scored):
+        outcomes[position] = outcome
     results = _fan_out(items, outcomes, unechoed)
     if len(results) != len(items):
         raise RuntimeError("an item was left without an outcome")  # a bug of ours: fail loudly

@@ -22,7 +22,7 @@ from service.schemas import (
 from service.state import AppState
 from service.work.ingest import ScoreBody, decode_score_request, read_score_request
 from service.work.jobs import Job, JobHandle, JobTooLarge, Runner, TooManyJobs
-from service.work.scoring import ItemLimits, score_batch
+from service.work.scoring import score_batch
 
 router = APIRouter(tags=["scoring"])
 
@@ -35,30 +35,13 @@ async def score_body(
     spec: Spec,
     body: ScoreBody,
     endpoint: str,
-    part: slice = slice(None),
     on_progress: Callable[[int], None] | None = None,
 ) -> ScoreResponse:
-    """Score `body.items[part]` (a job scores its body in parts)."""
+    """Score `body`, counted in the metrics as a request of `endpoint`."""
     started = time.perf_counter()
-    items = body.items[part]
-    offset = part.start or 0
-    rejected = {
-        p - offset: why for p, why in body.rejected.items() if p - offset in range(len(items))
-    }
-    response = await score_batch(
-        state.dispatcher,
-        spec,
-        items,
-        limits=ItemLimits.of(state.settings),
-        deadline_s=state.settings.request_deadline_s,
-        references=body.references,
-        rejected=rejected,
-        strict_json=body.strict,
-        registry=state.registry,
-        on_progress=on_progress,
-    )
+    response = await score_batch(state.scoring, spec, body, on_progress)
     state.metrics.requests.labels(endpoint=endpoint).observe(time.perf_counter() - started)
-    state.metrics.observe([i.domain for i in items], response.results)
+    state.metrics.observe([i.domain for i in body.items], response.results)
     return response
 
 
@@ -113,8 +96,8 @@ def job_runner(state: AppState, body: ScoreBody, spec: Spec, lease: Lease | None
         try:
             results: list[ScoreResult] = []
             for start in range(0, len(body.items), _JOB_SLICE):
-                part = slice(start, start + _JOB_SLICE)
-                scored = await score_body(state, spec, body, "job", part, job.advance)
+                part = body.part(start, start + _JOB_SLICE)
+                scored = await score_body(state, spec, part, "job", job.advance)
                 results.extend(scored.results)
             return ScoreResponse(spec=SpecSummary(**spec.summary()), results=results)
         finally:

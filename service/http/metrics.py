@@ -193,11 +193,8 @@ class Metrics:
     ) -> None:
         self.domains = frozenset(domains)
         self.registry = CollectorRegistry()
-        self.items = Counter(
-            "proctor_items",
-            "Items answered, by domain and status.",
-            ["domain", "status"],
-            registry=self.registry,
+        self.items = self._counter(
+            "proctor_items", "Items answered, by domain and status.", "domain", "status"
         )
         self.requests = Histogram(
             "proctor_score_request_seconds",
@@ -206,25 +203,24 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300),
             registry=self.registry,
         )
-        self.responses = Counter(
+        self.responses = self._counter(
             "proctor_http_responses",
             "HTTP responses by route template and status class (2xx, 4xx, 5xx, ...).",
-            ["route", "status"],
-            registry=self.registry,
+            "route",
+            "status",
         )
-        self.scorer_exceptions = Counter(
+        self.scorer_exceptions = self._counter(
             "proctor_scorer_exceptions",
             "Answers judged 0 because a task's own scorer raised on them, by domain "
             "(`details.scorer_exception` says what was raised).",
-            ["domain"],
-            registry=self.registry,
+            "domain",
         )
-        self.judged_zero = Counter(
+        self.judged_zero = self._counter(
             "proctor_judged_zero",
             "Judged answers that earned nothing for a stated reason (details.reason: timeout, "
             "parse_error, response_too_large, poison, ...), by domain and reason.",
-            ["domain", "reason"],
-            registry=self.registry,
+            "domain",
+            "reason",
         )
         self.item_seconds = _ItemLatency()
         self.registry.register(self.item_seconds)
@@ -233,6 +229,9 @@ class Metrics:
         self.registry.register(_DispatchCollector(dispatch_stats))
         if sampling is not None:
             self.registry.register(_SamplingCollector(sampling))
+
+    def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
+        return Counter(name, documentation, labels, registry=self.registry)
 
     def observe(self, domains: Sequence[str], results: Sequence[ScoreResult]) -> None:
         known = self.domains

@@ -205,7 +205,7 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(2, ge=1, le=256)
     """`proctor worker`: chunks one worker takes at a time (each spread over all its processes).
     Two let the next chunk start while one's last items finish; more leave a worker holding
-    chunks that an idle worker could take at a batch's end (benchmarks/README.md, scale_out)."""
+    chunks that an idle worker could take at a batch's end (benchmarks/HISTORY.md, scale_out)."""
 
     environment_probe_interval_s: float = Field(300.0, ge=1.0, le=86400.0)
     """How often a running service (or `proctor worker`) probes its code sandbox's environment

@@ -359,3 +359,24 @@ def test_every_test_file_is_in_the_tests_map() -> None:
     present = {path.name for path in (ROOT / "tests").glob("test_*.py")}
     assert not present - listed, f"tests/README.md does not list {sorted(present - listed)}"
     assert not listed - present, f"tests/README.md lists missing files {sorted(listed - present)}"
+
+
+_REPO_PATH = re.compile(
+    r"(?<![\w/.:-])((?:service|reward_specs|sandboxes|clients|tests|benchmarks|docs|proctor_client)"
+    r"/[\w/.-]*[\w/])"
+)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
+def test_every_path_named_exists(doc: Path) -> None:
+    """A file or folder of this repository named in a document exists (a move updates the docs)."""
+    named = set(_REPO_PATH.findall(_text(doc)))
+    missing = sorted(
+        p for p in named if not (ROOT / p).exists() and not (ROOT / "clients" / p).exists()
+    )
+    assert not missing, f"{doc.name} names paths that do not exist: {missing}"
+
+
+def test_the_path_check_reads_paths_in_and_out_of_backticks() -> None:
+    text = "see `service/nope.py`, reward_specs/math/rules.py and http://x/service/a.py"
+    assert _REPO_PATH.findall(text) == ["service/nope.py", "reward_specs/math/rules.py"]

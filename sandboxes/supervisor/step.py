@@ -25,6 +25,7 @@ from os import close as _os_close
 from os import closerange as _closerange
 from os import dup2 as _dup2
 from os import geteuid as _geteuid
+from os import getpid as _getpid
 from os import open as _os_open
 from os import read as _os_read
 from os import setgid as _setgid
@@ -187,15 +188,16 @@ def _read_exactly(n: int) -> bytes:
 
 def _child(fds: list[int]) -> NoReturn:
     """The step's process, forked by the template (or, exec'ing, by the supervisor): take the
-    pipes `fds` (stdin, stdout, stderr, exec errors), read the step's parameters from stdin
-    (`_Params`), confine ourselves, then exec (or become the forked Python program). Never
-    returns.
+    pipes `fds` (stdin, stdout, stderr, exec errors), write our pid to the exec-error pipe (the
+    supervisor waits for it, `_spawn`), read the step's parameters from stdin (`_Params`),
+    confine ourselves, then exec (or become the forked Python program). Never returns.
 
     Every page this process writes to is a copy-on-write fault, so it runs as little Python as
     it can: no text-mode `open` (codec and locale machinery), no path resolution, no module
     attributes (see `_setrlimit` and the other names bound above)."""
     stdin_r, stdout_w, stderr_w, err_w = fds
     try:
+        _os_write(err_w, _getpid().to_bytes(_PID_BYTES, "big"))
         _setsid()
         if _OOM_ADJ_WRITABLE:
             try:
@@ -237,6 +239,9 @@ def _child(fds: list[int]) -> NoReturn:
             os._exit(127)
     os._exit(127)
 
+
+_PID_BYTES = 4
+"""A step's process's first write to its exec-error pipe: its pid (at most 2**22 on Linux)."""
 
 _NOT_LOADED = (None, None)
 """(code, `__main__`) of a script the template did not load: read and compiled in the child."""
@@ -419,14 +424,16 @@ def _spawn(ctx: StepContext, call: _Call | None) -> _Step | None:
     stdin = len(params).to_bytes(4, "big") + params + ctx.stdin
     step = _Step((stdin_w, out_r, err_r, exc_r), int(ctx.limits["output_bytes"]), stdin)
     fds = [stdin_r, out_w, err_w, exc_w]
+    template = ctx.template
+    forked = 0
     try:
         step.prepare()
         step.start = monotonic()
-        template = ctx.template
         if template.alive():
-            pid = template.spawn(fds, call[4] if call is not None else None)
+            started = template.spawn(fds, call[4] if call is not None else None)
         else:
-            pid = _fork_here(fds)
+            started = True
+            forked = _fork_here(fds)
     except BaseException:
         step.close()
         os.close(exc_r)
@@ -434,9 +441,14 @@ def _spawn(ctx: StepContext, call: _Call | None) -> _Step | None:
     finally:
         for fd in fds:
             os.close(fd)
+    # The step's process writes its pid first; end-of-file instead: nothing was started (the
+    # template is gone, or could not fork), or what was died before its first line.
+    answer = _os_read(exc_r, _PID_BYTES) if started else b""
+    pid = forked or (int.from_bytes(answer, "big") if len(answer) == _PID_BYTES else 0)
     if not pid:
         step.close()
         os.close(exc_r)
+        template.kill()  # gone, or no step came of it: never trusted with another
         return None
     step.pid = pid
     step.pidfd = os.pidfd_open(pid)

@@ -8,17 +8,19 @@ it forks the template (`Template.start`), which then only ever receives, on a so
 - `spawn`, carrying nothing but the new step's pipes (as file descriptors) and, for a step that
   runs a shared runner, that runner's key and path. It forks the step's process as the
   supervisor's child (which reaps it and counts its CPU time): clone(CLONE_PARENT), or where that
-  is refused two forks, the first exiting at once so that the second is reparented (`_fork`),
-  and answers the step's pid. Only that process then reads its parameters and stdin from its
-  pipe (`step._child`) and becomes the program;
+  is refused two forks, the first exiting at once so that the second is reparented (`_fork`).
+  It answers nothing: the step's process writes its own pid first (`step._child`), so that the
+  template, whose pages the program shares, writes as little as it can while it runs; it
+  closes the pipes and waits for the next message. Only the step's process then reads its
+  parameters and stdin from its pipe and becomes the program;
 - `blob` and `reset`: the shared files (trusted runners, `RunRequest.shared_files`), so that a
   runner's definitions are run and compiled once here (`shared.preloaded`), not in every run.
 
 A program may kill or stop the template (on docker it runs as the supervisor's uid). The
 supervisor sends it SIGCONT after each step (no program runs between steps, none can stop it
 again before the next); one found dead is never replaced: the supervisor runs the rest of the
-request exec'd afresh (`step._spawn`) and asks for a new sandbox. The socket is blocking: the
-template answers within a fork, and a dead one closes it.
+request exec'd afresh (`step._spawn`) and asks for a new sandbox. A dead template closes the
+step's pipes unwritten, so the supervisor, waiting for the pid, reads end-of-file.
 """
 
 from __future__ import annotations
@@ -43,8 +45,6 @@ if TYPE_CHECKING:
 _CHUNK = 32 * 1024
 """The most bytes of a shared file in one message (a datagram of the socket)."""
 _MSG_MAX = _CHUNK + 4096
-_PID = 4
-"""Bytes of a pid in the template's answer."""
 
 TEMPLATE_STATE: list[Any] = []
 """In the template and its forks: (cfg, env), what every step's process runs with."""
@@ -108,24 +108,10 @@ class Template:
                     return
             self._send(("done", key))
 
-    def spawn(self, fds: list[int], runner: tuple[str, str] | None) -> int:
-        """Have the template fork a step's process with `fds` (see `step._child`); its pid, now
-        our child, or 0 when the template is gone."""
-        if not self._send(("spawn", runner), fds):
-            return 0
-        sock = self.sock
-        assert sock is not None
-        try:
-            answer = sock.recv(_PID)
-        except OSError:
-            answer = b""
-        if len(answer) != _PID:
-            self.kill()
-            return 0
-        pid = int.from_bytes(answer, "big")
-        if pid == 0:
-            raise OSError("the template could not fork the step's process")
-        return pid
+    def spawn(self, fds: list[int], runner: tuple[str, str] | None) -> bool:
+        """Have the template fork a step's process with `fds` (see `step._child`, which writes
+        its pid first); False when the template is gone."""
+        return self._send(("spawn", runner), fds)
 
     def wake(self) -> None:
         """After a step: undo a SIGSTOP a program may have sent the template."""
@@ -171,8 +157,6 @@ def _serve(
     # A forked Python program runs `_python_main` two frames under this one (`_fork`, the
     # step's `child`); see forked._own_depth.
     _DEPTH[:] = [_stack_depth(sys._getframe()) + 3]
-    pid_r, pid_w = os.pipe()
-    os.set_blocking(pid_r, False)
     partial: dict[str, bytearray] = {}
     while True:
         try:
@@ -186,10 +170,9 @@ def _serve(
         if kind == "spawn":
             if command[1] is not None:
                 preloaded(command[1])  # the step's process finds it by the same key
-            pid = _fork(fds, child, pid_r, pid_w)
+            _fork(fds, child)
             for fd in fds:
                 os.close(fd)
-            sock.send(pid.to_bytes(_PID, "big"))
         elif kind == "blob":
             partial.setdefault(command[1], bytearray()).extend(command[2])
         elif kind == "done":
@@ -236,11 +219,12 @@ def _clone_parent() -> int:
     return int(pid)
 
 
-def _fork(fds: list[int], child: Callable[[list[int]], NoReturn], pid_r: int, pid_w: int) -> int:
-    """Fork the step's process as the supervisor's child (its reaper counts its CPU time);
-    returns its pid (0: the fork failed). One clone where the machine allows it, else through a
-    short-lived middle process, whose exit reparents it to the supervisor (a program that
-    starts at once may then see that process exiting: it holds nothing of any run)."""
+def _fork(fds: list[int], child: Callable[[list[int]], NoReturn]) -> None:
+    """Fork the step's process as the supervisor's child (its reaper counts its CPU time). One
+    clone where the machine allows it, else through a short-lived middle process, whose exit
+    reparents it to the supervisor (a program that starts at once may then see that process
+    exiting: it holds nothing of any run). A failed fork starts nothing: the supervisor reads
+    end-of-file where the step's pid should be."""
     # Every object so far is left out of the step's garbage collections, which would otherwise
     # write to (copy) the pages of objects the program never uses.
     gc.freeze()
@@ -252,23 +236,15 @@ def _fork(fds: list[int], child: Callable[[list[int]], NoReturn], pid_r: int, pi
         else:
             if pid == 0:
                 child(fds)
-            return pid
+            return
     try:
         middle = os.fork()
     except OSError:
-        return 0
+        return
     if middle == 0:
         try:
-            pid = os.fork()
-            if pid == 0:
+            if os.fork() == 0:
                 child(fds)
-        except BaseException:  # noqa: BLE001 - reported as pid 0
-            pid = 0
-        os.write(pid_w, pid.to_bytes(_PID, "big"))
-        os._exit(0)
+        finally:
+            os._exit(0)
     os.waitpid(middle, 0)  # once it is reaped, the step's process is the supervisor's child
-    try:
-        answer = os.read(pid_r, _PID)
-    except BlockingIOError:
-        return 0
-    return int.from_bytes(answer, "big") if len(answer) == _PID else 0

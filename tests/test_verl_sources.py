@@ -15,10 +15,10 @@ from proctor_client import ProctorClient, ScoreItem
 from proctor_client.verl import (
     DATA_SOURCE_DOMAINS,
     DATA_SOURCE_FORMATS,
-    _reference,
     aclose,
     code_reference,
     compute_score,
+    reference_of,
 )
 from tests.helpers import Server
 
@@ -134,10 +134,10 @@ def test_without_its_format_gsm8k_would_score_unparsed(server: Server) -> None:
 
 def test_a_stated_format_is_kept() -> None:
     """A ground truth that is already a reference keeps its own `format` (or none)."""
-    assert _reference("openai/gsm8k", "math", "72", None) == {"answer": "72", "format": "gsm8k"}
+    assert reference_of("openai/gsm8k", "math", "72", None) == {"answer": "72", "format": "gsm8k"}
     stated = {"answer": "72", "format": "math_dapo"}
-    assert _reference("openai/gsm8k", "math", stated, None) == stated
-    assert _reference("lighteval/MATH", "math", "72", None) == {"answer": "72"}
+    assert reference_of("openai/gsm8k", "math", stated, None) == stated
+    assert reference_of("lighteval/MATH", "math", "72", None) == {"answer": "72"}
 
 
 @pytest.mark.parametrize(

@@ -31,11 +31,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from proctor_client._async_client import AsyncProctorClient
-from proctor_client._coalesce import Coalescer
-from proctor_client._errors import ProctorError
-from proctor_client._loops import PerLoop
-from proctor_client._models import ScoreItem, ScoreResult
+from proctor_client._judged import UnjudgedSample, aclose, coalescer, judged, numbers
+from proctor_client._models import ScoreItem
 from proctor_client._rows import as_reference
 
 __all__ = [
@@ -46,6 +43,7 @@ __all__ = [
     "code_reference",
     "compute_score",
     "domain_of",
+    "reference_of",
 ]
 
 DATA_SOURCE_DOMAINS: Mapping[str, str] = {
@@ -81,10 +79,6 @@ the ground truth states one. A response without that format is read as the spec 
 PROCTOR_DOMAINS = frozenset({"math", "stem", "code", "puzzle", "ifeval"})
 
 
-class UnjudgedSample(ProctorError):
-    """Proctor could not judge a sample, even after `infra_retries` more tries."""
-
-
 def domain_of(
     data_source: str, domains: Mapping[str, str] | None, default_domain: str | None
 ) -> str:
@@ -102,9 +96,11 @@ def domain_of(
     )
 
 
-def _reference(
+def reference_of(
     data_source: str, domain: str, ground_truth: Any, max_code_cases: int | None
 ) -> dict[str, Any] | None:
+    """The Proctor reference of a verl ground truth (an object, its JSON text, or a gold answer),
+    in its data source's own format: a math answer format, code tests converted."""
     if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("{"):
         # A gold answer may start with a brace too (a set): then it stays a string.
         with contextlib.suppress(json.JSONDecodeError):
@@ -178,30 +174,6 @@ def _returned(value: Any) -> Any:
     return value[0] if isinstance(value, list) and len(value) == 1 else value
 
 
-_coalescers: dict[tuple[Any, ...], PerLoop[Coalescer]] = {}
-
-
-def _coalescer(
-    url: str, api_key: str | None, spec: str | None, linger_s: float, deadline_s: float | None
-) -> Coalescer:
-    """One per configuration and event loop (verl's reward workers each run their own loop)."""
-
-    def make() -> Coalescer:
-        return Coalescer(AsyncProctorClient(url, api_key=api_key), spec, linger_s, 4096, deadline_s)
-
-    per_loop = _coalescers.setdefault((url, api_key, spec, linger_s, deadline_s), PerLoop())
-    return per_loop.get(make)
-
-
-async def aclose() -> None:
-    """Close the connections `compute_score` opened on the running event loop (verl's loop
-    lives as long as its worker; call this before closing a loop of your own)."""
-    for per_loop in list(_coalescers.values()):
-        batcher = per_loop.pop()
-        if batcher is not None:
-            await batcher.client.aclose()
-
-
 async def compute_score(
     data_source: str,
     solution_str: str,
@@ -234,29 +206,11 @@ async def compute_score(
     item = ScoreItem(
         domain=domain,
         response=solution_str,
-        reference=_reference(data_source, domain, ground_truth, max_code_cases),
+        reference=reference_of(data_source, domain, ground_truth, max_code_cases),
     )
-    batcher = _coalescer(
+    batcher = coalescer(
         url, api_key or os.environ.get("PROCTOR_API_KEY"), spec, linger_s, deadline_s
     )
-    result: ScoreResult = await batcher.score_one(item)
-    for _ in range(infra_retries):
-        if result.status != "infra_error":
-            break
-        result = await batcher.score_one(item)
-    if result.status != "ok" or result.reward is None:
-        code = result.error.code if result.error else result.status
-        reason = result.error.message if result.error else ""
-        raise UnjudgedSample(
-            f"Proctor did not judge a {item.domain} sample of {data_source!r} "
-            f"({result.status}: {code}: {reason}); verl cannot leave it out, and a 0 would bias "
-            "its group's advantages",
-            detail=result.error,
-        )
-    return {
-        "score": result.reward,
-        "proctor_score": result.score if result.score is not None else result.reward,
-        "proctor_success": float(bool(result.success)),
-        "proctor_parsed": float(bool(result.parsed)),
-        "proctor_penalty": sum(result.penalties.values()),
-    }
+    what = f"a {item.domain} sample of {data_source!r}"
+    result, reward = await judged(batcher, item, infra_retries, what, "verl")
+    return {"score": reward, **numbers(result)}

@@ -274,6 +274,30 @@ def test_the_key_in_the_path_authenticates_the_compat_routes(keyed: Server) -> N
         assert _every_route(c, NG, headers=bearer) == [200] * 4
 
 
+def test_a_path_key_holds_that_keys_limits(make_server: Callable[..., Server]) -> None:
+    # A verify in flight under the key in the path is that key's: the same key in a header sees
+    # it in flight, and its one request slot is taken; another key counts only its own.
+    srv = make_server(
+        registry="tests.pool_scorers:registry", workers=1, api_keys=(KEY, OTHER),
+        max_inflight_requests_per_key=1,
+    )  # fmt: skip
+    body = {"responses_create_params": PARAMS, "domain": "sleep", "reference": {"seconds": 3},
+            "response": response(message(text("ok")))}  # fmt: skip
+    mine = {"Authorization": f"Bearer {KEY}"}
+
+    def in_flight(headers: dict[str, str]) -> Any:
+        return httpx.get(srv.url + "/v1/limits", headers=headers, timeout=60).json()["in_flight"]
+
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(httpx.post, f"{srv.url}{NG}/k/{KEY}/verify", json=body, timeout=60)
+        poll(lambda: in_flight(mine)["items"] == 1, 30)
+        assert in_flight(mine) == {"requests": 1, "items": 1}
+        refused = httpx.post(f"{srv.url}{NG}/verify", json=body, headers=mine, timeout=60)
+        assert refused.status_code == 429, refused.text
+        assert in_flight({"Authorization": f"Bearer {OTHER}"}) == {"requests": 0, "items": 0}
+        assert slow.result().json()["reward"] == 1.0
+
+
 def test_a_key_in_the_path_on_a_server_without_keys_is_refused(client: httpx.Client) -> None:
     assert _every_route(client, f"{NG}/k/{KEY}") == [401] * 4
     assert "no API keys" in client.get(f"{NG}/k/{KEY}/reverify_mode").json()["detail"]

@@ -247,6 +247,18 @@ def test_bodies_that_are_not_json(client: httpx.Client) -> None:
     assert missing.json()["detail"][0]["loc"] == ["body", "verify_responses", 0, "reward"]
 
 
+def test_rows_nested_near_the_readers_limit_never_crash(client: httpx.Client) -> None:
+    # Python's JSON reader takes nesting a little deeper than its writer can give back.
+    raw = json.dumps(row() | {"response": response(message(text("\\boxed{2}")))})
+    for depth in range(900, 1010, 2):
+        deep = raw[:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+        reply = client.post(
+            f"{NG}/verify", content=deep, headers={"content-type": "application/json"}
+        )
+        assert reply.status_code in (200, 422), (depth, reply.text)
+        assert reply.status_code == 422 or reply.json()["reward"] == 1.0
+
+
 # --- the key in the path -----------------------------------------------------------------------
 
 

@@ -106,27 +106,22 @@ class AggregateMetrics(BaseModel):
 
 def answer_text(output: list[dict[str, Any]]) -> str:
     """The judged answer: the `output_text` parts of the last `message` item, joined."""
-    messages = [item for item in output if item.get("type") == "message"]
-    if not messages:
+    last = max((i for i, item in enumerate(output) if item.get("type") == "message"), default=None)
+    if last is None:
         return ""
-    content = messages[-1].get("content")
+    content = output[last].get("content")
+    loc: list[str | int] = ["body", "response", "output", last, "content"]
     if isinstance(content, str):  # an input-style message: its content is the text
         return content
     if not isinstance(content, list):
-        field_error(
-            ["body", "response", "output", len(output) - 1, "content"],
-            "a message's content is a list of parts",
-            "invalid_output",
-        )
+        field_error(loc, "a message's content is a list of parts", "invalid_output")
     parts = []
-    for part in content:
+    for index, part in enumerate(content):
         if isinstance(part, dict) and part.get("type") == "output_text":
             text = part.get("text")
             if not isinstance(text, str):
                 field_error(
-                    ["body", "response", "output", "content", "text"],
-                    "an output_text part's text is a string",
-                    "invalid_output",
+                    [*loc, index, "text"], "an output_text's text is a string", "invalid_output"
                 )
             parts.append(text)
     return "".join(parts)
@@ -174,13 +169,25 @@ def _refuse_unjudged(result: ScoreResult) -> None:
         field_error(["body"], reason, code)
 
 
-def _json(answer: Mapping[str, Any]) -> Response:
-    """The answer as JSON; a row holding a number JSON cannot carry (NaN) is refused."""
+def _encoded(answer: Mapping[str, Any]) -> str:
+    """`answer` as JSON text, or the 422 of a request JSON cannot give back: NaN and Infinity
+    (Python's reader admits them) or a row nested too deeply to write."""
     try:
-        encoded = json.dumps(answer, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return json.dumps(answer, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except ValueError:
         field_error(["body"], "the request holds NaN or Infinity, which JSON cannot carry", "json")
-    return Response(encoded, media_type="application/json")
+    except RecursionError:
+        field_error(["body"], "the request is nested too deeply to echo", "json_too_deep")
+
+
+def _echo(body: VerifyRequest) -> dict[str, Any]:
+    """The request as sent, checked before scoring that it can be echoed back."""
+    try:
+        echoed = body.model_dump(exclude_unset=True)
+    except RecursionError:
+        field_error(["body"], "the request is nested too deeply to echo", "json_too_deep")
+    _encoded(echoed)
+    return echoed
 
 
 async def seed_session(body: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
@@ -195,6 +202,7 @@ async def reverify_mode() -> Literal["stateless"]:
 
 async def verify(body: VerifyRequest, state: StateDep, lease: KeyLease) -> Response:
     spec = spec_named(state, body.spec, ["body", "spec"])
+    echoed = _echo(body)
     item = ScoreItem(
         domain=body.domain,
         response=answer_text(body.response.output),
@@ -208,16 +216,14 @@ async def verify(body: VerifyRequest, state: StateDep, lease: KeyLease) -> Respo
     scored = await score_body(state, spec, ScoreBody(items=[item], strict=False), "nemo_gym")
     result = scored.results[0]
     _refuse_unjudged(result)
-    echoed = body.model_dump(exclude_unset=True)
     proctor = {
         "status": result.status,
         "spec": scored.spec.model_dump(),
         "penalties": result.penalties,
         "details": result.details,
     }
-    return _json(
-        echoed | {"reward": _judged(result.reward), **_metrics(result), "proctor": proctor}
-    )
+    answer = echoed | {"reward": _judged(result.reward), **_metrics(result), "proctor": proctor}
+    return Response(_encoded(answer), media_type="application/json")
 
 
 def _numbers(response: Mapping[str, Any]) -> dict[str, float]:

@@ -15,7 +15,7 @@ import logging
 
 from fastapi import HTTPException, Request
 
-from service.compat.keys import check_path_key, path_key
+from service.compat.keys import path_tenant
 from service.logs import RedactQuerySecrets
 from service.settings import Settings
 from service.tenancy import set_tenant, tenant_of_key
@@ -97,8 +97,8 @@ class ApiKeyAuth:
             log.log(level, "no API key configured: every route of this service is open")
 
     async def __call__(self, request: Request) -> None:
-        if (in_path := path_key(request.scope)) is not None:  # a compat URL's `k/KEY`
-            set_tenant(check_path_key(in_path, self._digests))
+        if (tenant := path_tenant(request.scope)) is not None:  # a compat URL's known `k/KEY`
+            set_tenant(tenant)
             return
         if not self._digests or request.url.path in self._open:
             return

@@ -278,6 +278,10 @@ def test_the_key_in_the_path_authenticates_the_compat_routes(keyed: Server) -> N
         assert _every_route(c, f"{NG}/k/{OTHER}") == [200] * 4
         assert _every_route(c, f"{NG}/k/not-{KEY}") == [401] * 4
         assert _every_route(c, f"{NG}/k/") == [401] * 4  # an empty key
+        # Checked before the body is read or a route matched.
+        assert c.post(f"{NG}/k/wrong/verify", content=b"{").status_code == 401
+        assert c.get(f"{NG}/k/wrong/no_such_route").status_code == 401
+        assert c.post(f"{NG}/k/{KEY}/verify", content=b"{").status_code == 422
         # A wrong key in the path is not rescued by a right one in the header.
         bearer = {"Authorization": f"Bearer {KEY}"}
         assert _every_route(c, f"{NG}/k/wrong", headers=bearer) == [401] * 4
@@ -381,23 +385,31 @@ def _serve_and_check(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_path_keys_leave_the_scope_before_the_app_sees_it() -> None:
-    seen: dict[str, Any] = {}
+    seen: list[dict[str, Any]] = []
+    sent: list[dict[str, Any]] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
-        seen.update(scope)
+        seen.append(dict(scope))
 
-    scope = {
-        "type": "http",
-        "path": f"{NG}/k/{KEY}/verify",
-        "raw_path": f"{NG}/k/{KEY}/verify".encode(),
-    }
-    asyncio.run(keys.PathKeys(app)(scope, None, None))  # type: ignore[arg-type]
-    assert scope["path"] == seen["path"] == f"{NG}/k/REDACTED/verify"
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    def serve(path: str) -> dict[str, Any]:
+        scope = {"type": "http", "path": path, "raw_path": path.encode()}
+        asyncio.run(keys.PathKeys(app, known=[KEY])(scope, None, send))  # type: ignore[arg-type]
+        return scope
+
+    scope = serve(f"{NG}/k/{KEY}/verify")
+    assert scope["path"] == seen[-1]["path"] == f"{NG}/k/REDACTED/verify"
     assert scope["raw_path"] == f"{NG}/k/REDACTED/verify".encode()  # uvicorn's access log reads it
-    assert keys.path_key(scope) == KEY
-    other = {"type": "http", "path": f"/v1/k/{KEY}", "raw_path": b"/v1/k/x"}
-    asyncio.run(keys.PathKeys(app)(other, None, None))  # type: ignore[arg-type]
-    assert keys.path_key(other) is None and other["path"] == f"/v1/k/{KEY}"
+    assert keys.path_tenant(scope) == tenant_of_key(KEY)
+    # A wrong key never reaches the app, whatever the route; its path is redacted all the same.
+    refused = serve(f"{NG}/k/{OTHER}/anything")
+    assert len(seen) == 1 and sent[0]["status"] == 401
+    assert refused["raw_path"] == f"{NG}/k/REDACTED/anything".encode()
+    assert keys.path_tenant(refused) is None
+    other = serve(f"/v1/k/{KEY}")  # only the compat prefixes have a key segment
+    assert keys.path_tenant(other) is None and other["path"] == f"/v1/k/{KEY}"
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from service.limits import KeyLease
 from service.routes.score import score_body
 from service.schemas import FinishReason, ScoreItem, ScoreResult
 
-__all__ = ["PREFIX", "answer_text", "finish_reason", "router", "summarize"]
+__all__ = ["PREFIX", "ROUTES", "answer_text", "finish_reason", "router", "summarize"]
 
 PREFIX = "/compat/nemo-gym"
 
@@ -315,6 +315,10 @@ def _routes() -> Iterable[tuple[str, Callable[..., Any], str, dict[str, Any]]]:
         "POST",
         {"summary": "Metrics over verify responses", "response_model": AggregateMetrics},
     )
+
+
+ROUTES = tuple(name for name, *_ in _routes())
+"""The resource server's routes, under each of its prefixes."""
 
 
 def _keyed_extra(name: str, extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import Registry, SpecError
 from service.asgi import HttpMiddleware, send_error
-from service.auth import ApiKeyAuth
+from service.auth import ApiKeyAuth, declare_security
 from service.dispatch import Dispatcher, DispatchRefused, local
 from service.errors import error_body
 from service.examples import EXAMPLE_ITEMS
@@ -32,7 +32,7 @@ from service.limits import make_limits
 from service.limits_http import BodyBudget, serve_guarded
 from service.loading import LoadedSpecs, load_registry
 from service.logs import RequestIdMiddleware, client_gone
-from service.metrics import Metrics, StatusCounter
+from service.metrics import Metrics, StatusCounter, plain_paths
 from service.queue import make_queue_mode
 from service.routes import health, openrlhf, puzzles, run, score
 from service.routes.docs import mount_docs
@@ -255,7 +255,7 @@ def create_app(
     mount_docs(app)
     app.add_middleware(BodyBudget, budget=settings.max_inflight_request_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
-    app.add_middleware(StatusCounter, metrics=state.metrics)
+    app.add_middleware(StatusCounter, metrics=state.metrics, plain_paths=plain_paths(app.routes))
     app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request names it
     app.openapi = _openapi_with_server_facts(app, state)  # type: ignore[method-assign]
     return app
@@ -305,6 +305,7 @@ def _openapi_with_server_facts(app: FastAPI, state: AppState) -> Callable[[], di
                     option["enum"] = sorted(state.specs)
             request["items"]["maxItems"] = state.settings.max_items_per_request
             _publish_run_bounds(components, state.settings)
+            declare_security(schema, state.settings)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -25,7 +25,7 @@ from reward_specs import Registry, SpecError
 from service.asgi import HttpMiddleware, send_error
 from service.auth import ApiKeyAuth, declare_security
 from service.dispatch import Dispatcher, DispatchRefused, local
-from service.errors import error_body
+from service.errors import error_body, invalid_json
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import FinishedLimits, Jobs, JobStore, Runner
 from service.limits import make_limits
@@ -109,6 +109,7 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     """422 naming each offending field. The offending input is not echoed back: it can be
     megabytes long, or a number JSON cannot carry (1e400 parses as infinity)."""
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    errors = [_json_position_in_message(e) for e in errors]
     detail = [
         {
             "loc": list(e.get("loc", ())),
@@ -118,6 +119,14 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
         for e in errors[:50]
     ]
     return JSONResponse(error_body(422, detail), status_code=422)
+
+
+def _json_position_in_message(error: Any) -> Any:
+    """FastAPI's own decoding error (routes that read their body through it) in our words."""
+    match error.get("type"), error.get("loc"):
+        case "json_invalid", ("body", int(position)):
+            return invalid_json(position, str(error.get("ctx", {}).get("error", "not JSON")))
+    return error
 
 
 async def _refused(request: Request, exc: Exception) -> Response:

@@ -44,4 +44,5 @@ def invalid_json(position: int, reason: str) -> dict[str, Any]:
     """A 422 entry for a body that is not JSON: the character offset where decoding stopped is
     said in the message, not put in `loc` (where it would read as a field, `body.27`)."""
     message = f"invalid JSON at character {position}: {reason}"
-    return {"type": "json_invalid", "loc": ("body",), "msg": message}
+    ctx = {"position": position, "reason": reason}
+    return {"type": "json_invalid", "loc": ("body",), "msg": message, "ctx": ctx}

@@ -8,6 +8,8 @@ import inspect
 import json
 import os
 import shlex
+import shutil
+import site
 import subprocess
 import sys
 import types
@@ -100,6 +102,10 @@ def test_the_blocking_faces_say_what_the_async_classes_say() -> None:
     assert ProctorClient.reached.__doc__
 
 
+LEFT_BEHIND = (".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
+"""What a copy of the checkout leaves out: version control, builds, caches."""
+
+
 def test_the_documented_in_process_install_works_from_the_checkout(tmp_path: Path) -> None:
     # clients/README's in-process `proctor-eval` set-up, run exactly as written from the checkout's
     # root into a fresh venv. The venv sees this interpreter's site-packages (the dependencies, so
@@ -108,19 +114,19 @@ def test_the_documented_in_process_install_works_from_the_checkout(tmp_path: Pat
     from proctor_client.evaluation.cli import LOCAL_INSTALL
 
     assert f"`{LOCAL_INSTALL}`" in (CLIENTS / "README.md").read_text(encoding="utf-8")
+    checkout = tmp_path / "checkout"  # a copy: the build leaves build/ and *.egg-info behind
+    shutil.copytree(CLIENTS.parent, checkout, ignore=shutil.ignore_patterns(*LEFT_BEHIND))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    (site,) = venv.glob("lib/python*/site-packages")
-    parents = [p for p in sys.path if p.endswith("site-packages")]
-    (site / "zz_parent.pth").write_text("\n".join(parents) + "\n", encoding="utf-8")
+    (packages,) = venv.glob("lib/python*/site-packages")
+    parents = [p for p in [*site.getsitepackages(), site.getusersitepackages()] if Path(p).is_dir()]
+    (packages / "zz_parent.pth").write_text("\n".join(parents) + "\n", encoding="utf-8")
     python = venv / "bin" / "python"
     command = shlex.split(LOCAL_INSTALL)
     assert command[:2] == ["pip", "install"]
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0"}
     env.pop("PYTHONPATH", None)
-    subprocess.run(
-        [str(python), "-m", *command], check=True, timeout=600, cwd=CLIENTS.parent, env=env
-    )
+    subprocess.run([str(python), "-m", *command], check=True, timeout=600, cwd=checkout, env=env)
     generations = tmp_path / "generations.jsonl"
     rows = [
         math_row(f"p-{i}", s, "base", "correct" if s else "wrong")
@@ -139,7 +145,7 @@ def test_the_documented_in_process_install_works_from_the_checkout(tmp_path: Pat
         cwd=tmp_path,
         env=env,
     ).stdout.split()
-    assert all(Path(w).is_relative_to(site) for w in where), where
+    assert all(Path(w).is_relative_to(packages) for w in where), where
     out = tmp_path / "out"
     evaluate = [str(venv / "bin" / "proctor-eval"), str(generations), "--out", str(out)]
     subprocess.run(

@@ -16,9 +16,10 @@ from fastapi import Depends, FastAPI
 
 from service.core.runtime import settle_heap
 from service.dispatch import Dispatcher
-from service.http.auth import ApiKeyAuth
-from service.http.errors import add_error_handlers
-from service.http.metrics import StatusCounter
+from service.http.auth import ApiKeyAuth, load_keys
+from service.http.compat import nemo_gym, path_keys
+from service.http.handlers import add_error_handlers
+from service.http.metrics import StatusCounter, plain_paths
 from service.http.openapi import server_openapi
 from service.http.request_ids import RequestIdMiddleware
 from service.http.request_limits import BodyBudget, BodyLimit
@@ -54,12 +55,13 @@ def create_app(
     )
     app.state.proctor = state
     add_error_handlers(app)
-    for router in (score, health, puzzles, openrlhf, run):
+    for router in (score, health, puzzles, openrlhf, run, nemo_gym):
         app.include_router(router.router)
     docs.mount_docs(app)
     app.add_middleware(BodyBudget, budget=settings.max_inflight_request_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
-    app.add_middleware(StatusCounter, metrics=state.metrics)
+    app.add_middleware(path_keys.PathKeys, known=load_keys(settings))  # before any log reads it
+    app.add_middleware(StatusCounter, metrics=state.metrics, plain_paths=plain_paths(app.routes))
     app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request names it
     app.openapi = server_openapi(app, state)  # type: ignore[method-assign]
     return app

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from service.http.compat.path_keys import redact_path_keys
+
 __all__ = [
     "RedactQuerySecrets",
     "configure_logging",
@@ -59,7 +61,9 @@ def _folded(name: str) -> str:
 
 
 def redact_query_secrets(text: str) -> str:
-    """`text` with the value of each secret query parameter (`SECRET_PARAMS`) replaced."""
+    """`text` with the value of each secret query parameter (`SECRET_PARAMS`) replaced, and
+    the key of each compat URL (`service.http.compat.path_keys`)."""
+    text = redact_path_keys(text)
     if "=" not in text:
         return text
 

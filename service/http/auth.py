@@ -12,14 +12,23 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
+from typing import Any
 
 from fastapi import HTTPException, Request
 
 from service.core.logs import RedactQuerySecrets
 from service.core.tenancy import set_tenant, tenant_of_key
+from service.http.compat.path_keys import path_tenant
 from service.settings import Settings
 
-__all__ = ["ApiKeyAuth", "ExposureError", "check_exposure", "load_keys", "redact_access_log"]
+__all__ = [
+    "ApiKeyAuth",
+    "ExposureError",
+    "check_exposure",
+    "declare_security",
+    "load_keys",
+    "redact_access_log",
+]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +45,30 @@ def redact_access_log() -> None:
     """Keep keys sent in URLs (`QUERY_KEY_PATHS`), however spelt, out of uvicorn's access log
     (`configure_logging` redacts every line its handler writes as well)."""
     logging.getLogger("uvicorn.access").addFilter(RedactQuerySecrets())
+
+
+def _open_paths(settings: Settings) -> frozenset[str]:
+    return OPEN_PATHS if settings.metrics_require_key else OPEN_PATHS | {"/metrics"}
+
+
+def declare_security(schema: dict[str, Any], settings: Settings) -> None:
+    """Say in the OpenAPI `schema` how a key is sent: a bearer scheme (what gives /docs its
+    Authorize button), the query key of `QUERY_KEY_PATHS`, and, once keys are configured, which
+    operations need one (all but the open paths)."""
+    components = schema.setdefault("components", {})
+    components["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer", "description": "an API key"},
+        "query_key": {"type": "apiKey", "in": "query", "name": "api_key"},
+    }
+    if not load_keys(settings):
+        return
+    schema["security"] = [{"bearer": []}]
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            if path in _open_paths(settings):
+                operation["security"] = []
+            elif path in QUERY_KEY_PATHS:
+                operation["security"] = [{"bearer": []}, {"query_key": []}]
 
 
 class ExposureError(ValueError):
@@ -90,12 +123,15 @@ class ApiKeyAuth:
 
     def __init__(self, settings: Settings) -> None:
         self._digests = frozenset(_digest(k) for k in load_keys(settings))
-        self._open = OPEN_PATHS if settings.metrics_require_key else OPEN_PATHS | {"/metrics"}
+        self._open = _open_paths(settings)
         if not self._digests:
             level = logging.WARNING if settings.insecure_no_auth else logging.INFO
             log.log(level, "no API key configured: every route of this service is open")
 
     async def __call__(self, request: Request) -> None:
+        if (tenant := path_tenant(request.scope)) is not None:  # a compat URL's known `k/KEY`
+            set_tenant(tenant)
+            return
         if not self._digests or request.url.path in self._open:
             return
         scheme, _, key = request.headers.get("authorization", "").partition(" ")

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from service.http.auth import declare_security
 from service.http.examples import EXAMPLE_ITEMS
 from service.schemas import ScoreRequest
 from service.settings import Settings
@@ -29,6 +30,7 @@ def server_openapi(app: FastAPI, state: AppState) -> Callable[[], dict[str, Any]
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             _add_score_request(components, sorted(state.specs), state.settings)
             _publish_run_bounds(components, state.settings)
+            declare_security(schema, state.settings)
             app.openapi_schema = schema
         return app.openapi_schema
 

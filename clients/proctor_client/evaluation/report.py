@@ -2,8 +2,10 @@
 
 report.json: `{"spec", "study", "models": {MODEL: {"prompts", "samples", "parse_rate",
 "mean_score", "pass_at_k": {"K": {"estimate", "ci": [lo, hi], "capped_prompts"}}, ...}},
-"paired": {"A|B": {...}}, "review", "warnings", "skipped_rows"}`. The Markdown says the same for a
-person, with the figures inline and every definition a reader needs to interpret a number.
+"paired": {"A|B": {...}}, "review", "contamination", "warnings", "skipped_rows"}`
+("contamination" is null unless `--exclude` named a contamination result). The Markdown says the
+same for a person, with the figures inline and every definition a reader needs to interpret a
+number.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from proctor_client.evaluation.paired import CATEGORIES, OnlyBy, Paired
 from proctor_client.evaluation.rows import BadRow
 from proctor_client.evaluation.scoring import SpecSummary
 
-__all__ = ["Verified", "build_json", "write_json", "write_markdown"]
+__all__ = ["Decontaminated", "Verified", "build_json", "write_json", "write_markdown"]
 
 LISTED = 25
 """Prompts listed by name in the Markdown per list (report.json has them all)."""
@@ -36,6 +38,16 @@ class Verified:
     labelled: dict[str, tuple[int, int]]
     """Per model, (labels read, judged correct)."""
     sampled: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Decontaminated:
+    """The study again without the prompts a contamination check flagged (contamination.py)."""
+
+    source: str
+    flagged: frozenset[str]
+    study: Study | None
+    """None when no judged prompt is left."""
 
 
 def _ci(interval: Interval | None) -> list[float] | None:
@@ -170,6 +182,7 @@ def build_json(
     spec: SpecSummary,
     skipped: Sequence[BadRow],
     verified: Verified | None,
+    decontaminated: Decontaminated | None = None,
 ) -> dict[str, Any]:
     o = study.options
     report: dict[str, Any] = {
@@ -187,6 +200,7 @@ def build_json(
         "models": {name: _model_json(s, study) for name, s in study.models.items()},
         "paired": {name: _paired_json(p) for name, p in study.paired.items()},
         "review": None,
+        "contamination": None if decontaminated is None else _clean_json(study, decontaminated),
         "warnings": study.warnings,
         "skipped_rows": [{"line": b.line, "message": b.message} for b in skipped],
     }
@@ -211,6 +225,19 @@ def build_json(
         report["review"] = review
     report["spec"]["parameters"] = spec.parameters
     return report
+
+
+def _clean_json(study: Study, clean: Decontaminated) -> dict[str, Any]:
+    models: dict[str, Any] = {}
+    for name, s in study.models.items():
+        left = clean.study.models.get(name) if clean.study is not None else None
+        models[name] = {
+            "flagged_prompts": sum(p in clean.flagged for p in s.prompts),
+            "prompts_left": len(left.prompts) if left else 0,
+            "pass_at_k": _curve_json(s.curve),
+            "pass_at_k_clean": _curve_json(left.curve) if left else None,
+        }
+    return {"source": clean.source, "flagged": sorted(clean.flagged), "models": models}
 
 
 def _fraction(correct: int, read: int, confidence: float) -> dict[str, Any] | None:
@@ -256,10 +283,13 @@ def write_markdown(
     figures: dict[str, str],
     skipped: Sequence[BadRow],
     verified: Verified | None,
+    decontaminated: Decontaminated | None = None,
 ) -> None:
     md = _intro(study, spec) + _warnings_section(study, skipped) + _models_section(study)
     md += _pass_at_k_section(study, figures) + _families_section(study, figures)
     md += _success_rates_section(figures)
+    if decontaminated is not None:
+        md += _clean_section(study, decontaminated)
     for name, p in study.paired.items():
         md += _paired_section(name, p, figures[f"paired:{name}"], study)
     md += _unsolved_section(study)
@@ -326,6 +356,29 @@ def _pass_at_k_section(study: Study, figures: dict[str, str]) -> list[str]:
             "prompts would reach (other prompts count 0). Coverage near it is bought by guessing.",
         ]
     return [*md, ""]
+
+
+def _clean_section(study: Study, clean: Decontaminated) -> list[str]:
+    flagged = sorted(clean.flagged)
+    shown = ", ".join(f"`{p}`" for p in flagged[:LISTED])
+    more = f" and {len(flagged) - LISTED} more" if len(flagged) > LISTED else ""
+    md = [
+        "## pass@k without contaminated prompts",
+        "",
+        f"{len(flagged)} prompt(s) share an n-gram with the corpus (`{clean.source}`): "
+        f"{shown or 'none'}{more}. The full figures and the same statistics on the other "
+        "prompts, side by side:",
+        "",
+    ]
+    if clean.study is None:
+        return [*md, "No judged prompt is left once they are removed.", ""]
+    paired: dict[str, Curve] = {}
+    for name, s in study.models.items():
+        paired[f"{name} (all)"] = s.curve
+        left = clean.study.models.get(name)
+        if left is not None:
+            paired[f"{name} (clean, {len(left.prompts)} prompts)"] = left.curve
+    return [*md, *_curve_table(paired), ""]
 
 
 def _families_section(study: Study, figures: dict[str, str]) -> list[str]:

@@ -43,6 +43,7 @@ def _run(script: str) -> None:
         "startup.py",
         "fairness.py",
         "contamination.py",
+        "eval_coverage.py",
     ],
 )
 def test_short_benchmark_agrees_with_its_baseline(script: str) -> None:

@@ -42,7 +42,7 @@ from proctor_client.evaluation.bootstrap import Design, Interval, seeded_estimat
 from proctor_client.evaluation.estimators import pass_at_k, zero_success_upper_bound
 from proctor_client.evaluation.intervals import recipe_variance, seed_component, two_levels
 
-__all__ = ["CATEGORIES", "CONTINUITY", "OnlyBy", "Paired", "compare"]
+__all__ = ["CATEGORIES", "CONTINUITY", "OnlyBy", "Paired", "compare", "difference"]
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -119,6 +119,21 @@ def _difference(
         _intervals(diff, prompt, 1.0),
         None if recipe is None else _intervals(diff, recipe, 1.0),
     )
+
+
+def difference(
+    ea: Floats,
+    eb: Floats,
+    design: Design,
+    resamples: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> tuple[list[Interval], list[Interval] | None]:
+    """Mean of `ea` minus mean of `eb` ((seeds, common prompts, K) each, any per-prompt values
+    in [0, 1]), with the prompt- and recipe-level intervals the pass@k difference gets."""
+    drawn = design.resample(resamples, rng)
+    _, _, prompt, recipe = _difference(ea, eb, design, drawn, confidence)
+    return prompt, recipe
 
 
 def _widened(bounds: tuple[Floats, Floats], prompts: int) -> tuple[Floats, Floats]:

@@ -2,7 +2,8 @@
 
 report.json: `{"spec", "study", "models": {MODEL: {"prompts", "samples", "parse_rate",
 "mean_score", "pass_at_k": {"K": {"estimate", "ci": [lo, hi], "capped_prompts"}}, ...}},
-"paired": {"A|B": {...}}, "review", "contamination", "warnings", "skipped_rows"}`
+"paired": {"A|B": {...}}, "costs": {MODEL: {...}}, "equal_tokens": {"A|B": {...}}, "review",
+"contamination", "warnings", "skipped_rows"}`
 ("contamination" is null unless `--exclude` named a contamination result). The Markdown says the
 same for a person, with the figures inline and every definition a reader needs to interpret a
 number.
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from proctor_client.evaluation.analysis import Curve, ModelSummary, Study
 from proctor_client.evaluation.bootstrap import Interval
+from proctor_client.evaluation.budgets import EqualTokens
 from proctor_client.evaluation.estimators import wilson_interval
 from proctor_client.evaluation.paired import CATEGORIES, OnlyBy, Paired
 from proctor_client.evaluation.rows import BadRow
@@ -199,6 +201,8 @@ def build_json(
         },
         "models": {name: _model_json(s, study) for name, s in study.models.items()},
         "paired": {name: _paired_json(p) for name, p in study.paired.items()},
+        "costs": {name: asdict(c) for name, c in study.costs.items()},
+        "equal_tokens": {name: _equal_json(e) for name, e in study.equal_tokens.items()},
         "review": None,
         "contamination": None if decontaminated is None else _clean_json(study, decontaminated),
         "warnings": study.warnings,
@@ -225,6 +229,21 @@ def build_json(
         report["review"] = review
     report["spec"]["parameters"] = spec.parameters
     return report
+
+
+def _equal_json(e: EqualTokens) -> dict[str, Any]:
+    return {
+        "tokens_per_prompt": e.tokens,
+        "k_a": e.k_a,
+        "k_b": e.k_b,
+        "pass_a": e.a,
+        "pass_b": e.b,
+        "difference": {
+            "estimate": e.difference.estimate,
+            "ci": _ci(e.difference),
+            "ci_recipe": _ci(e.difference_recipe),
+        },
+    }
 
 
 def _clean_json(study: Study, clean: Decontaminated) -> dict[str, Any]:
@@ -288,6 +307,7 @@ def write_markdown(
     md = _intro(study, spec) + _warnings_section(study, skipped) + _models_section(study)
     md += _pass_at_k_section(study, figures) + _families_section(study, figures)
     md += _success_rates_section(figures)
+    md += _costs_section(study)
     if decontaminated is not None:
         md += _clean_section(study, decontaminated)
     for name, p in study.paired.items():
@@ -355,6 +375,60 @@ def _pass_at_k_section(study: Study, figures: dict[str, str]) -> list[str]:
             "Chance: the coverage k uniform guesses among the options of the multiple-choice "
             "prompts would reach (other prompts count 0). Coverage near it is bought by guessing.",
         ]
+    return [*md, ""]
+
+
+def _hours(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
+
+
+def _costs_section(study: Study) -> list[str]:
+    costs = study.costs
+    if not any(
+        c.tokens_per_sample is not None or c.sampling_runs for c in costs.values()
+    ) and not any(c.training_gpu_hours is not None for c in costs.values()):
+        return []
+    md = [
+        "## Cost: tokens and GPU-hours",
+        "",
+        "Tokens per sample: the mean `response_tokens` of the judged rows that record it; pass@k "
+        "costs k times that per prompt. Sampling GPU-hours: devices x wall time per sampling "
+        "run, summed (device-hours on the device named); training: the rows' "
+        "`training_gpu_hours`.",
+        "",
+        "| model | tokens per sample (rows) | tokens at the largest k | sampling runs | device | "
+        "sampling GPU-hours | training GPU-hours |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, c in costs.items():
+        per = (
+            "n/a"
+            if c.tokens_per_sample is None
+            else f"{c.tokens_per_sample:.1f} ({c.rows_with_tokens})"
+        )
+        top = "n/a" if not c.tokens_at_k else f"{c.tokens_at_k[-1]:,.0f}"
+        md.append(
+            f"| {name} | {per} | {top} | {c.sampling_runs} | "
+            f"{', '.join(c.sampling_devices) or '-'} | {_hours(c.sampling_gpu_hours)} | "
+            f"{_hours(c.training_gpu_hours)} |"
+        )
+    if study.equal_tokens:
+        md += [
+            "",
+            "At equal generated-token budgets (the smaller model's spend at the common "
+            "sample budget; each model takes the largest k it affords):",
+            "",
+        ]
+        md += [
+            "| pair | tokens per prompt | k (A, B) | pass (A, B) | A - B |",
+            "|---|---|---|---|---|",
+        ]
+        for pair, e in study.equal_tokens.items():
+            recipe = f"; recipe {_range(e.difference_recipe)}" if e.difference_recipe else ""
+            md.append(
+                f"| {pair} | {e.tokens:,.0f} | {e.k_a}, {e.k_b} | {e.a:.3f}, {e.b:.3f} | "
+                f"{_cell(e.difference)}{recipe} |"
+            )
     return [*md, ""]
 
 

@@ -34,6 +34,7 @@ import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,16 +62,21 @@ BLOCK = 1 << 20
 """Characters read at a time from a plain-text corpus."""
 FIELDS = ("prompt", "answer")
 
-_PUNCTUATION = {
-    code: None
-    for code in range(sys.maxunicode + 1)
-    if unicodedata.category(chr(code)).startswith("P")
-}
+
+@cache
+def _punctuation() -> dict[int, None]:
+    """Every code point of a Unicode punctuation category (P*), mapped to nothing (built on
+    first use: a pass over all code points, too slow for every `proctor-eval` start)."""
+    return {
+        code: None
+        for code in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(code)).startswith("P")
+    }
 
 
 def normalise(text: str) -> str:
     """Lower case, Unicode punctuation removed (whitespace kept)."""
-    return text.lower().translate(_PUNCTUATION)
+    return text.lower().translate(_punctuation())
 
 
 def tokens(text: str) -> list[str]:

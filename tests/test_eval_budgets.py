@@ -132,3 +132,4 @@ def test_markdown_has_the_cost_section(tmp_path: Path) -> None:
     assert "| rl | 200.0 (48) | 1,600 | 1 | H100 | 0.50 | 96.00 |" in text
     assert "| base | 100.0 (48) | 800 | 1 | unknown | unknown | unknown |" in text
     assert "| rl|base | 800 | 4, 8 |" in text
+    assert "| rl | 8 | 1,600 | " in text and "| base | 8 | 800 | " in text  # pass@k by tokens

@@ -412,6 +412,16 @@ def _costs_section(study: Study) -> list[str]:
             f"{', '.join(c.sampling_devices) or '-'} | {_hours(c.sampling_gpu_hours)} | "
             f"{_hours(c.training_gpu_hours)} |"
         )
+    priced = {n: c for n, c in costs.items() if c.tokens_at_k and n in study.models}
+    if priced:
+        md += ["", "pass@k against the tokens it costs per prompt:", ""]
+        md += ["| model | k | tokens per prompt | pass@k |", "|---|---|---|---|"]
+        for name, c in priced.items():
+            curve = study.models[name].curve
+            for k, tokens, interval in zip(
+                curve.ks, c.tokens_at_k or [], curve.intervals, strict=True
+            ):
+                md.append(f"| {name} | {k} | {tokens:,.0f} | {_cell(interval)} |")
     if study.equal_tokens:
         md += [
             "",

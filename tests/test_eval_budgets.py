@@ -17,6 +17,7 @@ from proctor_client.evaluation.budgets import RunTime, equal_tokens, model_cost
 from proctor_client.evaluation.estimators import pass_at_k
 from proctor_client.evaluation.report import write_markdown
 from proctor_client.evaluation.rows import Generation
+from proctor_client.evaluation.sampling import Decoding, RunFacts, open_output
 from proctor_client.evaluation.scoring import SpecSummary
 from proctor_client.evaluation.store import ScoredRow
 from proctor_client.evaluation.study import options_from, study_from_scored
@@ -133,3 +134,21 @@ def test_markdown_has_the_cost_section(tmp_path: Path) -> None:
     assert "| base | 100.0 (48) | 800 | 1 | unknown | unknown | unknown |" in text
     assert "| rl|base | 800 | 4, 8 |" in text
     assert "| rl | 8 | 1,600 | " in text and "| base | 8 | 800 | " in text  # pass@k by tokens
+
+
+def test_output_stamps_rows_and_an_undeclared_endpoint_device_stays_unknown(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "g.jsonl"
+    output = open_output(path, "m", None, Decoding(), RunFacts(None, None, 7.0))
+    for s in range(2):
+        output.write(math_row("m-1", s, "m", "correct"))
+    output.close()
+    rows = [Generation.model_validate_json(line) for line in path.read_text().splitlines()]
+    assert all(r.sampling is not None and r.sampling.devices is None for r in rows)
+    assert [r.training_gpu_hours for r in rows] == [7.0, 7.0]
+    dumped = [r.model_dump(exclude_none=True) for r in rows]
+    report = report_from_results(dumped, [_result(r) for r in dumped], k=[1], bootstrap=50)
+    assert report["costs"]["m"]["sampling_runs"] == 1
+    assert report["costs"]["m"]["sampling_gpu_hours"] is None  # not a smaller figure
+    assert report["costs"]["m"]["training_gpu_hours"] == 7.0

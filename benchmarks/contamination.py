@@ -130,6 +130,7 @@ def _all_ngrams(prompts: list[PromptText], corpus: Path, n: int) -> set[str]:
 def _one(method: str, prompt_count: int, corpus: Path) -> None:
     """In a fresh process: run one method, print its figures as JSON."""
     prompts = _prompts(prompt_count)
+    tokens("warm up")  # builds the punctuation table, once per process, before the clock
     start = time.perf_counter()
     if method == "scan":
         flagged = {f.prompt_id for f in scan(prompts, [corpus], DEFAULT_N).flagged}

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import tracemalloc
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from proctor_client.evaluation.cli import main
 from proctor_client.evaluation.contamination import (
+    PUNCTUATION_PLANES,
     PromptText,
     flagged_ids,
     normalise,
@@ -42,6 +45,15 @@ def _prompt(prompt_id: str, words: list[str], answer: str | None = None) -> Prom
 def test_normalisation(text: str, expected: str) -> None:
     assert normalise(text) == expected
     assert tokens(text) == expected.split()
+
+
+def test_no_punctuation_outside_the_searched_planes() -> None:
+    assert not [
+        code
+        for code in range(PUNCTUATION_PLANES, sys.maxunicode + 1)
+        if unicodedata.category(chr(code)).startswith("P")
+    ]
+    assert normalise("\U00010100\U0001039f x") == " x"  # Aegean and Ugaritic marks (plane 1)
 
 
 def test_a_prompt_is_flagged_by_one_shared_ngram_and_its_spans_are_reported(

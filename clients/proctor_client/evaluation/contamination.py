@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "DEFAULT_N",
+    "PUNCTUATION_PLANES",
     "Contamination",
     "Flagged",
     "NgramIndex",
@@ -63,13 +64,19 @@ BLOCK = 1 << 20
 FIELDS = ("prompt", "answer")
 
 
+PUNCTUATION_PLANES = 0x40000
+"""Code points below this are searched for punctuation: planes 0-3. The others hold no P*
+character (4-13 unassigned, 14 tags and variation selectors, 15-16 private use); a test checks
+it against a pass over every code point."""
+
+
 @cache
 def _punctuation() -> dict[int, None]:
     """Every code point of a Unicode punctuation category (P*), mapped to nothing (built on
-    first use: a pass over all code points, too slow for every `proctor-eval` start)."""
+    first use, not at import)."""
     return {
         code: None
-        for code in range(sys.maxunicode + 1)
+        for code in range(PUNCTUATION_PLANES)
         if unicodedata.category(chr(code)).startswith("P")
     }
 
@@ -138,29 +145,31 @@ def _hashes(ids: NDArray[np.uint64], n: int) -> NDArray[np.uint64]:
 
 
 class NgramIndex:
-    """The prompts' n-grams: n-gram -> the (prompt, field, position) holding it; their tokens'
-    ids, and the sorted hashes of their n-grams."""
+    """The prompts' n-grams as two parallel arrays: their hashes, sorted, and their owners
+    (prompt, field and start, packed in one integer); the prompts' token ids; and a bit filter
+    on the hashes' low bits. About 16 bytes an n-gram beside the prompts' own tokens."""
 
     def __init__(self, prompts: Sequence[PromptText], n: int) -> None:
         if n < 1:
             raise ValueError("n must be at least 1")
         self.n = n
         self.prompts = list(prompts)
-        self.fields: list[dict[str, list[str]]] = []
-        self.where: dict[tuple[str, ...], list[tuple[int, str, int]]] = {}
+        self.fields: list[tuple[list[str], list[str]]] = []
         self.ids: dict[str, int] = {}
         hashes = [np.zeros(0, dtype=np.uint64)]
+        owners = [np.zeros(0, dtype=np.int64)]
         for index, p in enumerate(self.prompts):
-            texts = {"prompt": tokens(p.prompt), "answer": tokens(p.answer or "")}
+            texts = (tokens(p.prompt), tokens(p.answer or ""))
             self.fields.append(texts)
-            for name, words in texts.items():
+            for number, words in enumerate(texts):
                 for word in words:
                     self.ids.setdefault(word, len(self.ids) + 1)  # 0: not a prompt token
-                for start in range(len(words) - n + 1):
-                    gram = tuple(words[start : start + n])
-                    self.where.setdefault(gram, []).append((index, name, start))
-                hashes.append(self.to_hashes(words))
-        self.hashes = np.unique(np.concatenate(hashes))
+                found = self.to_hashes(words)
+                hashes.append(found)
+                owners.append(_owner(index, number, np.arange(len(found), dtype=np.int64)))
+        every = np.concatenate(hashes)
+        order = np.argsort(every, kind="stable")
+        self.hashes, self.owners = every[order], np.concatenate(owners)[order]
         # a filter on the hashes' low bits: most positions are rejected by one array look-up
         size = 1 << max(16, min(26, (64 * len(self.hashes)).bit_length()))
         self.mask = np.uint64(size - 1)
@@ -176,13 +185,29 @@ class NgramIndex:
     def to_hashes(self, words: list[str]) -> NDArray[np.uint64]:
         return _hashes(self.to_ids(words), self.n)
 
+    def words(self, owner: int) -> list[str]:
+        """The n tokens of the n-gram `owner` names."""
+        prompt, number, start = _unpack(owner)
+        return self.fields[prompt][number][start : start + self.n]
+
+
+def _owner(prompt: int, field_number: int, starts: NDArray[np.int64]) -> NDArray[np.int64]:
+    packed: NDArray[np.int64] = (prompt * 2 + field_number) << 32 | starts
+    return packed
+
+
+def _unpack(owner: int) -> tuple[int, int, int]:
+    both, start = owner >> 32, owner & 0xFFFFFFFF
+    return both // 2, both % 2, start
+
 
 @dataclass
 class _Scanner:
-    """Feeds token streams through the index; remembers where each n-gram was first seen."""
+    """Feeds token streams through the index; remembers where each prompt n-gram (by owner) was
+    first seen."""
 
     index: NgramIndex
-    found: dict[tuple[str, ...], str] = field(default_factory=dict)
+    found: dict[int, str] = field(default_factory=dict)
     tokens_read: int = 0
 
     def feed(self, words: list[str], carry: list[str], source: str) -> list[str]:
@@ -193,11 +218,16 @@ class _Scanner:
         h = index.to_hashes(stream)
         if len(h) and len(index.hashes):
             maybe = np.flatnonzero(index.filter[h & index.mask])
-            at = np.minimum(np.searchsorted(index.hashes, h[maybe]), len(index.hashes) - 1)
-            for start in maybe[index.hashes[at] == h[maybe]].tolist():
-                gram = tuple(stream[start : start + n])  # a hash match, checked exactly
-                if gram in index.where:
-                    self.found.setdefault(gram, source)
+            low = np.searchsorted(index.hashes, h[maybe], side="left")
+            high = np.searchsorted(index.hashes, h[maybe], side="right")
+            hit = high > low
+            for start, first, last in zip(
+                maybe[hit].tolist(), low[hit].tolist(), high[hit].tolist(), strict=True
+            ):
+                gram = stream[start : start + n]
+                for owner in index.owners[first:last].tolist():
+                    if owner not in self.found and index.words(owner) == gram:  # exact check
+                        self.found[owner] = source
         return stream[max(0, len(stream) - n + 1) :]
 
 
@@ -327,15 +357,15 @@ def scan(
                 carry = []
     hits: dict[int, dict[str, list[int]]] = {}
     first: dict[int, str] = {}
-    for gram, source in scanner.found.items():
-        for prompt, name, start in index.where[gram]:
-            hits.setdefault(prompt, {}).setdefault(name, []).append(start)
-            first.setdefault(prompt, source)
+    for owner, source in scanner.found.items():
+        prompt, number, start = _unpack(owner)
+        hits.setdefault(prompt, {}).setdefault(FIELDS[number], []).append(start)
+        first.setdefault(prompt, source)
     flagged = [
         Flagged(
             index.prompts[i].prompt_id,
             {
-                name: _spans(index.fields[i][name], starts, n)
+                name: _spans(index.fields[i][FIELDS.index(name)], starts, n)
                 for name, starts in sorted(hits[i].items())
             },
             first[i],

@@ -8,8 +8,8 @@ when present. Text is normalised once, the same way for prompts and corpus: lowe
 Unicode punctuation character (categories P*) removed, split on whitespace. A prompt is flagged
 when any n-gram (n = 13 unless `--n`) of its prompt or its answer occurs in the corpus.
 
-The corpus is streamed; only the prompts' n-grams are held in memory (a dict from n-gram to the
-prompts holding it), so a corpus far larger than memory works. Formats by suffix: `.jsonl`
+The corpus is streamed; only the prompts' n-grams are held in memory (their hashes and owners,
+`NgramIndex`, beside the prompts' tokens), so a corpus far larger than memory works. Formats by suffix: `.jsonl`
 (`.jsonl.gz` too) one document a line, its `--field` (default `text`) read; `.parquet` through
 pyarrow's batch reader, the same field, when pyarrow is importable (a clear error otherwise);
 anything else as plain text in 1 MiB blocks (`.gz` decompressed), an n-gram free to span lines

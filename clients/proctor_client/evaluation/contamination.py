@@ -9,9 +9,10 @@ Unicode punctuation character (categories P*) removed, split on whitespace. A pr
 when any n-gram (n = 13 unless `--n`) of its prompt or its answer occurs in the corpus.
 
 The corpus is streamed; only the prompts' n-grams are held in memory (their hashes and owners,
-`NgramIndex`, beside the prompts' tokens), so a corpus far larger than memory works. Formats by suffix: `.jsonl`
-(`.jsonl.gz` too) one document a line, its `--field` (default `text`) read; `.parquet` through
-pyarrow's batch reader, the same field, when pyarrow is importable (a clear error otherwise);
+`NgramIndex`, beside the prompts' tokens), so a corpus far larger than memory works. Formats by
+suffix: `.jsonl` (`.jsonl.gz` too) one document a line, its `--field` (default `text`) read;
+`.parquet` through pyarrow's batch reader, the same field, when pyarrow is importable (a clear
+error otherwise);
 anything else as plain text in 1 MiB blocks (`.gz` decompressed), an n-gram free to span lines
 and blocks. Per corpus token the work is one dict look-up of its id (in C, through `map`) and a
 polynomial hash of the n ids ending there (numpy, modulo 2^64); only the positions whose hash is

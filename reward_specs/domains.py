@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reward_specs import code, ifeval, math, puzzles, stem
+from reward_specs import code, ifeval, judge, math, puzzles, stem
 from reward_specs.registry import Registry
 from reward_specs.scorer import Scorer
 
@@ -14,6 +14,7 @@ SCORERS: tuple[Scorer[Any, Any], ...] = (
     ifeval.SCORER,
     puzzles.SCORER,
     code.SCORER,
+    judge.SCORER,
 )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reward_specs import code, ifeval, judge, math, puzzles, stem
+from reward_specs import code, ifeval, math, puzzles, stem
+from reward_specs.judge import domain as judge
 from reward_specs.registry import Registry
 from reward_specs.scorer import Scorer
 

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from reward_specs import Item, Outcome, ScoreContext, default_registry, load_specs, score_item
-from reward_specs.judge import Endpoint, JudgeConfig, Judges
-from reward_specs.judge.client import Gate
+from reward_specs.judge import Endpoint
+from reward_specs.judge.client import Gate, Judges
+from reward_specs.judge.domain import JudgeConfig
 from reward_specs.judge.text import escape_markers, fold, marker_key, read_verdict
 from tests.scripted_judge import ScriptedJudge, equivalence_judge, scripted_judge
 

@@ -1,26 +1,10 @@
-"""The judge domain: a free-form answer judged by a model behind an OpenAI-compatible endpoint
-(`domain`), the calls, cache and limits (`client`) and the text defences (`text`)."""
+"""The judge domain: a free-form answer judged by a model behind an OpenAI-compatible endpoint.
 
-from reward_specs.judge.client import (
-    DEFAULT_CACHE_BYTES,
-    Endpoint,
-    JudgeRejected,
-    Judges,
-    Reply,
-    models_digest,
-)
-from reward_specs.judge.domain import SCORER, JudgeConfig, JudgeReference, prompts, render
+`domain` is the scorer, `client` the calls with their cache and limits (`Judges`), `text` the
+defences applied to what is sent and read, `endpoint` an endpoint as the server's settings name
+it. This package's own namespace holds only the last, so that the settings import no domain.
+"""
 
-__all__ = [
-    "DEFAULT_CACHE_BYTES",
-    "SCORER",
-    "Endpoint",
-    "JudgeConfig",
-    "JudgeReference",
-    "JudgeRejected",
-    "Judges",
-    "Reply",
-    "models_digest",
-    "prompts",
-    "render",
-]
+from reward_specs.judge.endpoint import DEFAULT_CACHE_BYTES, Endpoint
+
+__all__ = ["DEFAULT_CACHE_BYTES", "Endpoint"]

@@ -16,75 +16,30 @@ limit, its waiters admitted round-robin across API keys). Who caused a failure d
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reward_specs import codes
 from reward_specs.canonical import canonical_text
+from reward_specs.judge.endpoint import DEFAULT_CACHE_BYTES, Endpoint
 from reward_specs.scorer import NotJudged
 
 __all__ = [
-    "DEFAULT_CACHE_BYTES",
-    "Endpoint",
     "JudgeRejected",
+    "JudgeSetup",
     "Judges",
     "Reply",
     "models_digest",
 ]
 
-DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
-"""`judge_cache_bytes`'s default: replies kept per process, in bytes of their text."""
-
 Messages = tuple[tuple[str, str], ...]
 """A chat's messages as (role, content) pairs: hashable, so that they can key the cache."""
-
-
-class Endpoint(BaseModel):
-    """One judge endpoint of the server's `judge_endpoints` (by name)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    url: str = Field(..., pattern=r"^https?://")
-    """The OpenAI base URL, with its `/v1`: calls go to `{url}/chat/completions`."""
-    api_key_file: Path | None = None
-    """A file holding the endpoint's key (its first line), read at start."""
-    api_key_env: str | None = None
-    """An environment variable holding the key. Neither: no Authorization header is sent."""
-    timeout_s: float = Field(60.0, gt=0, le=3600)
-    """A call not answered within this is `infra_error` `judge_timeout`."""
-    max_concurrency: int = Field(64, ge=1, le=4096)
-    """Calls in flight at once to this endpoint from one process."""
-    requests_per_minute: int | None = Field(None, ge=1)
-    """Calls started per minute from one process; None: no limit."""
-
-    @model_validator(mode="after")
-    def _one_key_source(self) -> Endpoint:
-        if self.api_key_file is not None and self.api_key_env is not None:
-            raise ValueError("give api_key_file or api_key_env, not both")
-        return self
-
-    def api_key(self) -> str | None:
-        """The key, from its file or variable; None when neither is set. Raises ValueError
-        when the one named is missing or empty."""
-        if self.api_key_file is not None:
-            lines = self.api_key_file.read_text(encoding="utf-8").splitlines()
-            key = lines[0].strip() if lines else ""
-        elif self.api_key_env is not None:
-            key = os.environ.get(self.api_key_env, "").strip()
-        else:
-            return None
-        if not key:
-            raise ValueError("the judge endpoint's API key is empty")
-        return key
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +190,16 @@ class Gate:
             self._ready.notify_all()
 
 
+@dataclass(frozen=True, slots=True)
+class JudgeSetup:
+    """What a process needs to open its `Judges` (picklable: a service hands it to each worker
+    process)."""
+
+    endpoints: Mapping[str, Endpoint]
+    cache_bytes: int = DEFAULT_CACHE_BYTES
+    budget_s: float | None = None
+
+
 class Judges:
     """The judge endpoints one process calls, with their cache, gates and counters.
 
@@ -268,6 +233,10 @@ class Judges:
                 limits=httpx.Limits(max_connections=endpoint.max_concurrency),
             )
         self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, setup: JudgeSetup) -> Judges:
+        return cls(setup.endpoints, cache_bytes=setup.cache_bytes, budget_s=setup.budget_s)
 
     def close(self) -> None:
         for client in self._clients.values():

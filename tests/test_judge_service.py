@@ -1,0 +1,84 @@
+"""The judge domain through a real server (worker processes, uvicorn) against a scripted
+OpenAI-compatible judge: the worker processes call it, the endpoint's models enter the judge hash
+and only the judge hash, an unconfigured endpoint is named by `/readyz` and its items are
+`infra_error`, and a changed model makes judge items `infra_error` until a restart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from reward_specs import BUILTIN_SPEC_DIR, default_registry, load_specs
+from reward_specs.judge import Endpoint
+from reward_specs.judge.client import models_digest
+from service.settings import Settings
+from tests.helpers import TEST_SPECS, Server, poll, running_server, score
+from tests.scripted_judge import scripted_judge
+
+SPEC = "free-form-judge-1"
+REFERENCE = {"question": "Which gas do plants take in?", "answer": "carbon dioxide"}
+
+
+def _items(*answers: str) -> list[dict[str, Any]]:
+    return [
+        {"domain": "judge", "response": f"\\boxed{{{a}}}", "reference": REFERENCE} for a in answers
+    ]
+
+
+def test_judge_items_are_scored_by_the_workers_under_a_hash_of_the_models() -> None:
+    with scripted_judge() as judge:
+        endpoints = {"judge": Endpoint(url=judge.url)}
+        with (
+            running_server(workers=1, judge_endpoints=endpoints) as server,
+            httpx.Client(base_url=server.url, timeout=60) as client,
+        ):
+            results = score(client, _items("carbon dioxide", "oxygen", "carbon dioxide"), SPEC)
+            ready = client.get("/readyz").json()["components"]
+            specs = client.get("/v1/specs").json()
+    assert [r["reward"] for r in results] == [1.0, 0.0, 1.0]
+    assert len(judge.asked) == 4  # the repeated answer is scored once: two answers, two orders
+    assert ready["judge_endpoint_judge"] and ready["judge_environment"]
+    environments = specs["environments"]
+    assert environments["judge"] == models_digest({"judge": judge.models})
+    by_name = {s["name"]: s for s in specs["specs"]}
+    directories = (BUILTIN_SPEC_DIR, TEST_SPECS)
+    offline = load_specs(default_registry(), directories, environments)
+    no_judge = {d: e for d, e in environments.items() if d != "judge"}
+    without = load_specs(default_registry(), directories, no_judge)
+    assert by_name[SPEC]["hash"] == offline[SPEC].hash != without[SPEC].hash
+    assert by_name["prorl-v1"]["hash"] == without["prorl-v1"].hash  # no judge: untouched
+
+
+def test_an_unconfigured_endpoint_is_named_and_its_items_fail() -> None:
+    server = Server(Settings(workers=1, spec_dirs=(TEST_SPECS,)))
+    server.start(wait_ready=False)  # never ready: the judge endpoint is missing
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            poll(lambda: client.get("/readyz").json()["components"]["workers"], timeout=120)
+            readyz = client.get("/readyz")
+            (result,) = score(client, _items("carbon dioxide"), SPEC)
+    finally:
+        server.stop()
+    assert readyz.status_code == 503
+    assert readyz.json()["components"]["judge_endpoint_judge"] is False
+    assert result["status"] == "infra_error"
+    assert result["error"]["code"] == "judge_unavailable"
+
+
+def test_a_changed_model_makes_judge_items_infra_errors() -> None:
+    with scripted_judge() as judge:
+        endpoints = {"judge": Endpoint(url=judge.url)}
+        with (
+            running_server(
+                workers=1, judge_endpoints=endpoints, environment_probe_interval_s=1.0
+            ) as server,
+            httpx.Client(base_url=server.url, timeout=60) as client,
+        ):
+            assert score(client, _items("carbon dioxide"), SPEC)[0]["reward"] == 1.0
+            judge.models = [{"id": "judge-model", "root": "/w/other", "max_model_len": 4096}]
+            poll(lambda: client.get("/readyz").status_code == 503, timeout=30)
+            (result,) = score(client, _items("oxygen"), SPEC)
+            ready = client.get("/readyz").json()["components"]
+    assert ready["judge_environment"] is False
+    assert (result["status"], result["error"]["code"]) == ("infra_error", "environment_changed")

@@ -12,8 +12,7 @@ import httpx
 from reward_specs import BUILTIN_SPEC_DIR, default_registry, load_specs
 from reward_specs.judge import Endpoint
 from reward_specs.judge.client import models_digest
-from service.settings import Settings
-from tests.helpers import TEST_SPECS, Server, poll, running_server, score
+from tests.helpers import TEST_SPECS, poll, running_server, score
 from tests.scripted_judge import scripted_judge
 
 SPEC = "free-form-judge-1"
@@ -51,17 +50,14 @@ def test_judge_items_are_scored_by_the_workers_under_a_hash_of_the_models() -> N
 
 
 def test_an_unconfigured_endpoint_is_named_and_its_items_fail() -> None:
-    server = Server(Settings(workers=1, spec_dirs=(TEST_SPECS,)))
-    server.start(wait_ready=False)  # never ready: the judge endpoint is missing
-    try:
-        with httpx.Client(base_url=server.url, timeout=60) as client:
-            poll(lambda: client.get("/readyz").json()["components"]["workers"], timeout=120)
-            readyz = client.get("/readyz")
-            (result,) = score(client, _items("carbon dioxide"), SPEC)
-    finally:
-        server.stop()
-    assert readyz.status_code == 503
-    assert readyz.json()["components"]["judge_endpoint_judge"] is False
+    with (
+        running_server(workers=1) as server,  # ready: a spec's missing judge takes no other
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        readyz = client.get("/readyz").json()
+        (result,) = score(client, _items("carbon dioxide"), SPEC)
+    assert readyz["judge_endpoints_unconfigured"] == ["judge"]
+    assert "judge_endpoint_judge" not in readyz["components"]
     assert result["status"] == "infra_error"
     assert result["error"]["code"] == "judge_unavailable"
 

@@ -8,8 +8,9 @@ again every `environment_probe_interval_s`; a report other than the first is a c
 as the code sandbox's is (`service.dispatch.environment`): judge items are `infra_error`
 (`environment_changed`) and `/readyz` names `judge_environment` until a restart. An endpoint that
 does not answer its probe is reported as such (its items fail `judge_unavailable` anyway) and is
-no change; `/readyz` names it (`judge_endpoint_<name>`), and names every endpoint a loaded spec
-asks for that the settings do not configure.
+no change; `/readyz` names it (`judge_endpoint_<name>`, not ready). An endpoint a loaded spec asks
+for that the settings do not configure leaves the service ready (a built-in judge spec must not
+take a server without a judge out of service); `/readyz` lists it (`wanted_endpoints`).
 
 `setup` is what each worker process gets to open its own `Judges`: the endpoints, the cache's
 bytes and the budget of one item (below `item_timeout_s`, so that a slow judge is a
@@ -63,10 +64,9 @@ class JudgeWatch:
     configured), `changed` (why, once changed), `readiness`. `check` may be called from any
     thread; it blocks for a probe when one is due."""
 
-    def __init__(self, setup: JudgeSetup | None, interval_s: float, wanted: set[str]) -> None:
+    def __init__(self, setup: JudgeSetup | None, interval_s: float) -> None:
         self._judges = Judges.open(setup) if setup is not None else None
         self._interval_s = interval_s
-        self._wanted = wanted
         self._lock = threading.Lock()
         self._probed_at = float("-inf")
         self.reports: dict[str, Any] = {}
@@ -126,11 +126,11 @@ class JudgeWatch:
 
     def readiness(self) -> dict[str, bool]:
         ready: dict[str, bool] = {}
-        configured = set(self._judges.endpoints) if self._judges is not None else set()
-        for name in sorted(configured | self._wanted):
+        if self._judges is None:
+            return ready
+        for name in sorted(self._judges.endpoints):
             ready[f"judge_endpoint_{name}"] = self.reports.get(name) is not None
-        if configured:
-            ready["judge_environment"] = self.changed is None
+        ready["judge_environment"] = self.changed is None
         return ready
 
     def close(self) -> None:

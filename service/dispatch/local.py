@@ -29,10 +29,9 @@ from sandboxes.checkers import open_checker_backend
 from service.dispatch.base import DispatchStats, Work, sandboxed_domains
 from service.dispatch.costs import CostModel
 from service.dispatch.environment import EnvironmentWatch, probe_digests
-from service.dispatch.judges import JudgeWatch, judge_setup, wanted_endpoints
+from service.dispatch.judges import JudgeWatch, judge_setup
 from service.dispatch.pool import WorkerPool
 from service.dispatch.threads import FairThreads
-from service.loading import load_all_specs
 from service.settings import Settings
 from service.tenancy import tenant
 
@@ -74,11 +73,7 @@ class LocalDispatcher:
         self._checkers = open_checker_backend(settings.sandbox)
         self._watchdog: asyncio.Task[None] | None = None
         self._environment_watch: asyncio.Task[None] | None = None
-        self._judges = JudgeWatch(
-            judge_setup(settings),
-            settings.environment_probe_interval_s,
-            wanted_endpoints(load_all_specs(registry, settings.spec_dirs)),
-        )
+        self._judges = JudgeWatch(judge_setup(settings), settings.environment_probe_interval_s)
         self._judge_watch: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

@@ -40,8 +40,17 @@ from reward_specs.scorer import (
     ScoreContext,
     Scorer,
 )
+from reward_specs.spec import Spec
 
-__all__ = ["SCORER", "JudgeConfig", "JudgeReference", "judge_answer_key", "render", "score_judge"]
+__all__ = [
+    "SCORER",
+    "JudgeConfig",
+    "JudgeReference",
+    "judge_answer_key",
+    "render",
+    "score_judge",
+    "wanted_endpoints",
+]
 
 REPLY_CHARS = 2048
 """How much of a judge's reply `details.judge.reply` keeps (its end: where the verdict is)."""
@@ -169,6 +178,15 @@ def _details(
         "completion_tokens": sum(r.completion_tokens for r in replies),
         "reply": last[-REPLY_CHARS:],
         "finish_reasons": [r.finish_reason for r in replies],
+    }
+
+
+def wanted_endpoints(specs: Mapping[str, Spec]) -> set[str]:
+    """The judge endpoints the specs name."""
+    return {
+        config.endpoint
+        for spec in specs.values()
+        if isinstance(config := spec.domains.get("judge"), JudgeConfig)
     }
 
 

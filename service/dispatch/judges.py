@@ -22,16 +22,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
-from reward_specs import Spec
 from reward_specs.judge.client import Judges, JudgeSetup, models_digest
-from reward_specs.judge.domain import JudgeConfig
 from reward_specs.scorer import NotJudged
 from service.settings import Settings
 
-__all__ = ["JudgeWatch", "judge_setup", "wanted_endpoints"]
+__all__ = ["JudgeWatch", "judge_setup"]
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +45,6 @@ def judge_setup(settings: Settings) -> JudgeSetup | None:
         cache_bytes=settings.judge_cache_bytes,
         budget_s=settings.item_timeout_s * BUDGET_SHARE,
     )
-
-
-def wanted_endpoints(specs: Mapping[str, Spec]) -> set[str]:
-    """The judge endpoints the specs name."""
-    return {
-        config.endpoint
-        for spec in specs.values()
-        if isinstance(config := spec.domains.get("judge"), JudgeConfig)
-    }
 
 
 class JudgeWatch:

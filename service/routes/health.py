@@ -6,8 +6,8 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from reward_specs.judge.domain import wanted_endpoints
 from service.deps import StateDep
-from service.dispatch.judges import wanted_endpoints
 from service.schemas import InFlight, LimitsInfo, RunLimitsInfo, SpecInfo, SpecsResponse
 
 router = APIRouter()

@@ -33,10 +33,16 @@ def test_judge_items_are_scored_by_the_workers_under_a_hash_of_the_models() -> N
             httpx.Client(base_url=server.url, timeout=60) as client,
         ):
             results = score(client, _items("carbon dioxide", "oxygen", "carbon dioxide"), SPEC)
+            again = score(client, _items("carbon dioxide"), SPEC)  # the worker's cache answers
             ready = client.get("/readyz").json()["components"]
             specs = client.get("/v1/specs").json()
+            metrics = client.get("/metrics").text
     assert [r["reward"] for r in results] == [1.0, 0.0, 1.0]
     assert len(judge.asked) == 4  # the repeated answer is scored once: two answers, two orders
+    assert again[0]["details"]["judge"]["cached"] is True
+    assert 'proctor_judge_calls_total{endpoint="judge"} 4.0' in metrics
+    assert 'proctor_judge_cache_hits_total{endpoint="judge"} 1.0' in metrics
+    assert 'proctor_judge_tokens_total{endpoint="judge",kind="prompt"}' in metrics
     assert ready["judge_endpoint_judge"] and ready["judge_environment"]
     environments = specs["environments"]
     assert environments["judge"] == models_digest({"judge": judge.models})
@@ -56,10 +62,13 @@ def test_an_unconfigured_endpoint_is_named_and_its_items_fail() -> None:
     ):
         readyz = client.get("/readyz").json()
         (result,) = score(client, _items("carbon dioxide"), SPEC)
+        metrics = client.get("/metrics").text
     assert readyz["judge_endpoints_unconfigured"] == ["judge"]
     assert "judge_endpoint_judge" not in readyz["components"]
     assert result["status"] == "infra_error"
     assert result["error"]["code"] == "judge_unavailable"
+    assert 'proctor_judge_infra_errors_total{spec="free-form-judge-1"} 1.0' in metrics
+    assert 'proctor_judge_failures_total{code="judge_unavailable",endpoint="judge"} 1.0' in metrics
 
 
 def test_a_changed_model_makes_judge_items_infra_errors() -> None:

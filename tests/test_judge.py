@@ -115,6 +115,25 @@ def test_the_last_verdict_on_a_line_of_its_own_counts() -> None:
     assert read_verdict("", verdicts) is None
 
 
+def test_the_registered_example_scores_one_and_empty_scores_zero(judge: ScriptedJudge) -> None:
+    # the registry-wide invariant (tests/test_registry.py), for the domain that needs a judge
+    scorer = REGISTRY.get("judge")
+    for example in scorer.examples():
+        good = score(example.response, judges_for(judge), dict(example.reference))
+        assert (good.status, good.reward, good.success) == ("ok", 1.0, True), good.details
+        empty = score("", judges_for(judge), dict(example.reference))
+        assert (empty.status, empty.reward, empty.parsed) == ("ok", 0.0, False)
+
+
+def test_the_answer_key_is_what_the_judge_is_shown() -> None:
+    key = REGISTRY.get("judge").answer_key
+    assert key is not None
+    assert key("so \\boxed{CO2}", CONFIG) == key("other words \\boxed{CO2}", CONFIG)
+    assert key("so \\boxed{CO2}", CONFIG) != key("the answer is CO2", CONFIG)
+    assert key("so \\boxed{<|im_end|>CO2}", CONFIG) == key("\\boxed{CO2}", CONFIG)
+    assert key("no answer here", CONFIG) is None
+
+
 # ---------------------------------------------------------------- the reward-hack suite
 
 

@@ -127,8 +127,10 @@ def _answer(text: str, config: JudgeConfig) -> tuple[str | None, str]:
 
 
 def judge_answer_key(text: str, config: JudgeConfig) -> str | None:
-    """The extracted answer (what the judge is shown of the response)."""
-    return _answer(text, config)[0]
+    """The extracted answer (what the judge is shown of the response) and where it was found
+    (which `details.source` reports)."""
+    answer, source = _answer(text, config)
+    return None if answer is None else f"{source}\x00{answer}"
 
 
 def render(template: str, fills: Mapping[str, str]) -> str:

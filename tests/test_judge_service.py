@@ -5,6 +5,8 @@ and only the judge hash, an unconfigured endpoint is named by `/readyz` and its 
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -13,7 +15,7 @@ from reward_specs import BUILTIN_SPEC_DIR, default_registry, load_specs
 from reward_specs.judge import Endpoint
 from reward_specs.judge.client import models_digest
 from tests.helpers import TEST_SPECS, poll, running_server, score
-from tests.scripted_judge import scripted_judge
+from tests.scripted_judge import equivalence_judge, scripted_judge
 
 SPEC = "free-form-judge-1"
 REFERENCE = {"question": "Which gas do plants take in?", "answer": "carbon dioxide"}
@@ -69,6 +71,46 @@ def test_an_unconfigured_endpoint_is_named_and_its_items_fail() -> None:
     assert result["error"]["code"] == "judge_unavailable"
     assert 'proctor_judge_infra_errors_total{spec="free-form-judge-1"} 1.0' in metrics
     assert 'proctor_judge_failures_total{code="judge_unavailable",endpoint="judge"} 1.0' in metrics
+
+
+KEY_A, KEY_B = "a" * 24, "b" * 24
+
+
+def test_the_judge_is_shared_fairly_across_api_keys() -> None:
+    """Key A's four items hold the only worker's judge calls; key B's one item, sent while the
+    first of A's is being judged, is judged within a turn of A's, not after all of them: the pool
+    hands the worker's turns round-robin across keys (B joins the rotation behind A's next
+    turn), so each key's judge calls take its share."""
+    held = threading.Event()
+
+    def held_first(prompt: str) -> tuple[int, str]:
+        held.wait(60)
+        return equivalence_judge(prompt)
+
+    with scripted_judge(held_first) as judge:
+        endpoints = {"judge": Endpoint(url=judge.url)}
+        with (
+            running_server(
+                workers=1, chunk_size=1, api_keys=(KEY_A, KEY_B), judge_endpoints=endpoints
+            ) as server,
+            httpx.Client(base_url=server.url, timeout=120) as a,
+            httpx.Client(base_url=server.url, timeout=120) as b,
+        ):
+            a.headers["Authorization"] = f"Bearer {KEY_A}"
+            b.headers["Authorization"] = f"Bearer {KEY_B}"
+            with ThreadPoolExecutor(2) as pool:
+                first = pool.submit(score, a, _items("a1", "a2", "a3", "a4"), SPEC)
+                poll(lambda: len(judge.asked) == 1, timeout=60)  # a1 is with the judge
+                second = pool.submit(score, b, _items("b1"), SPEC)
+                pending = "proctor_pool_pending_chunks 4.0"
+                poll(lambda: pending in a.get("/metrics").text, timeout=60)  # a2-a4 and b1
+                held.set()
+                first.result(), second.result()
+    answers = [p.split("Second answer:\n", 1)[1].split("\n", 1)[0] for p in judge.prompts()]
+    judged = list(dict.fromkeys(a if a.startswith(("a", "b")) else "" for a in answers))
+    order = [a for a in judged if a]
+    assert [a for a in order if a != "b1"] == ["a1", "a2", "a3", "a4"]
+    assert order.index("b1") <= 2, order
 
 
 def test_a_changed_model_makes_judge_items_infra_errors() -> None:

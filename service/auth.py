@@ -15,6 +15,7 @@ import logging
 
 from fastapi import HTTPException, Request
 
+from service.compat.keys import path_tenant
 from service.logs import RedactQuerySecrets
 from service.settings import Settings
 from service.tenancy import set_tenant, tenant_of_key
@@ -96,6 +97,9 @@ class ApiKeyAuth:
             log.log(level, "no API key configured: every route of this service is open")
 
     async def __call__(self, request: Request) -> None:
+        if (tenant := path_tenant(request.scope)) is not None:  # a compat URL's known `k/KEY`
+            set_tenant(tenant)
+            return
         if not self._digests or request.url.path in self._open:
             return
         scheme, _, key = request.headers.get("authorization", "").partition(" ")

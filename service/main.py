@@ -23,7 +23,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import Registry, SpecError
 from service.asgi import HttpMiddleware, send_error
-from service.auth import ApiKeyAuth
+from service.auth import ApiKeyAuth, load_keys
+from service.compat import keys, nemo_gym
 from service.dispatch import Dispatcher, DispatchRefused, local
 from service.errors import error_body
 from service.examples import EXAMPLE_ITEMS
@@ -252,9 +253,11 @@ def create_app(
     app.include_router(puzzles.router)
     app.include_router(openrlhf.router)
     app.include_router(run.router)
+    app.include_router(nemo_gym.router)
     mount_docs(app)
     app.add_middleware(BodyBudget, budget=settings.max_inflight_request_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
+    app.add_middleware(keys.PathKeys, known=load_keys(settings))  # before any log reads it
     app.add_middleware(StatusCounter, metrics=state.metrics)
     app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request names it
     app.openapi = _openapi_with_server_facts(app, state)  # type: ignore[method-assign]

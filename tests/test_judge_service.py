@@ -5,8 +5,13 @@ and only the judge hash, an unconfigured endpoint is named by `/readyz` and its 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +22,7 @@ from reward_specs.judge.client import models_digest
 from tests.helpers import TEST_SPECS, poll, running_server, score
 from tests.scripted_judge import equivalence_judge, scripted_judge
 
+ROOT = Path(__file__).parent.parent
 SPEC = "free-form-judge-1"
 REFERENCE = {"question": "Which gas do plants take in?", "answer": "carbon dioxide"}
 
@@ -129,3 +135,28 @@ def test_a_changed_model_makes_judge_items_infra_errors() -> None:
             ready = client.get("/readyz").json()["components"]
     assert ready["judge_environment"] is False
     assert (result["status"], result["error"]["code"]) == ("infra_error", "environment_changed")
+
+
+def test_proctor_specs_reads_the_judge_models_as_the_server_does() -> None:
+    with scripted_judge() as judge:
+        endpoints = {"judge": Endpoint(url=judge.url)}
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "clients")]),
+            PROCTOR_SANDBOX__BACKEND="local",
+            PROCTOR_JUDGE_ENDPOINTS=json.dumps({"judge": {"url": judge.url}}),
+        )
+        shown = subprocess.run(
+            [sys.executable, "-m", "service.cli", "specs", SPEC],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        with (
+            running_server(workers=1, judge_endpoints=endpoints) as server,
+            httpx.Client(base_url=server.url, timeout=60) as client,
+        ):
+            served = client.get("/v1/specs").json()["environments"]
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["environments"]["judge"] == served["judge"]

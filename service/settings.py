@@ -244,6 +244,13 @@ class Settings(BaseSettings):
     def _endpoint_names(cls, value: dict[str, Endpoint]) -> dict[str, Endpoint]:
         if any(not name.isidentifier() for name in value):
             raise ValueError("judge endpoint names must be identifiers")
+        for name, endpoint in value.items():  # at start, not in a worker that then cannot start
+            try:
+                endpoint.api_key()
+            except (OSError, ValueError) as exc:
+                problem = type(exc).__name__ if isinstance(exc, OSError) else str(exc)
+                message = f"judge endpoint {name}: its API key cannot be read ({problem})"
+                raise ValueError(message) from None
         return value
 
     @model_validator(mode="after")

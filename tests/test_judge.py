@@ -21,6 +21,7 @@ from reward_specs.judge import Endpoint
 from reward_specs.judge.client import Gate, Judges
 from reward_specs.judge.domain import JudgeConfig
 from reward_specs.judge.text import escape_markers, fold, marker_key, read_verdict
+from service.settings import SettingsError, load_settings
 from tests.scripted_judge import ScriptedJudge, equivalence_judge, scripted_judge
 
 REGISTRY = default_registry()
@@ -293,6 +294,14 @@ def test_no_key_no_authorization_header(
     score("\\boxed{c}", judges_for(judge, api_key_env="JUDGE_KEY"))
     auth = [h.get("Authorization") for h in judge.headers[::2]]
     assert auth == [None, "Bearer sk-file-key", "Bearer sk-env-key"]
+
+
+def test_an_unreadable_key_is_refused_with_the_settings(tmp_path: Any) -> None:
+    endpoints = {"judge": {"url": "http://127.0.0.1:1/v1", "api_key_file": tmp_path / "none"}}
+    with pytest.raises(SettingsError, match="judge endpoint judge: its API key cannot be read"):
+        load_settings(judge_endpoints=endpoints)
+    with pytest.raises(SettingsError, match="the judge endpoint's API key is empty"):
+        load_settings(judge_endpoints={"judge": {"url": "http://x/v1", "api_key_env": "NO_VAR"}})
 
 
 def test_models_reports_id_root_and_length(judge: ScriptedJudge) -> None:

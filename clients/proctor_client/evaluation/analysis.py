@@ -9,14 +9,13 @@ once, with k capped at n where a prompt has fewer samples (the capped prompts ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from proctor_client.evaluation.bootstrap import Design, Interval, seeded_estimates
+from proctor_client.evaluation.budgets import Cost, EqualTokens, equal_tokens, model_cost
 from proctor_client.evaluation.checks import decoding_warnings, seed_warning
 from proctor_client.evaluation.estimators import (
     chance_pass_at_k,
@@ -25,8 +24,6 @@ from proctor_client.evaluation.estimators import (
 )
 from proctor_client.evaluation.intervals import recipe_variance, two_levels
 from proctor_client.evaluation.paired import Paired, compare
-from proctor_client.evaluation.rows import RowKey
-from proctor_client.evaluation.store import ScoredRow
 
 __all__ = [
     "Curve",
@@ -42,12 +39,7 @@ __all__ = [
     "succeeded",
 ]
 
-Floats = NDArray[np.float64]
-Ints = NDArray[np.int64]
-Bools = NDArray[np.bool_]
-
-Verdict = Callable[[RowKey, bool], bool]
-"""Re-decides a row's success from its key and its scored success (the review's labels)."""
+from proctor_client.evaluation.table import Floats, Ints, Table, build_table, succeeded
 
 
 @dataclass(frozen=True)
@@ -65,111 +57,6 @@ class Options:
     pairs: Sequence[tuple[str, str]] | None = None
     """Model pairs to compare; None: every pair, in order of first appearance."""
     rng_seed: int = 0
-
-
-@dataclass
-class Table:
-    """The judged rows of a study as arrays, with the prompts' facts."""
-
-    models: list[str]
-    prompts: list[str]
-    seeds: list[str]
-    model: Ints
-    prompt: Ints
-    seed: Ints
-    success: Bools
-    parsed: Bools
-    score: Floats
-    reward: Floats
-    family_of: list[str]
-    """Per prompt, its task family."""
-    options_of: Ints
-    """Per prompt, its number of multiple-choice options (0: not multiple choice)."""
-    excluded: dict[str, dict[str, int]]
-    """Per model, rows not judged, by status."""
-    decoding: dict[str, list[dict[str, object]]]
-    """Per model, the distinct decoding settings its rows record."""
-    unrecorded: dict[str, int] = field(default_factory=dict)
-    """Per model, rows recording no decoding."""
-    training_specs: dict[str, set[str]] = field(default_factory=dict)
-    """Per model, the training specs its rows name."""
-
-
-def _seed_label(seed: int | str | None) -> str:
-    return "" if seed is None else str(seed)
-
-
-def succeeded(result: Mapping[str, Any], threshold: float | None) -> bool:
-    """Whether a judged (`ok`) result counts as a success: the scorer's own `success`, or
-    `score >= threshold` when one is declared."""
-    if threshold is None:
-        return bool(result["success"])
-    return float(result["score"]) >= threshold
-
-
-def build_table(
-    scored: Sequence[ScoredRow], threshold: float | None = None, verdict: Verdict | None = None
-) -> Table:
-    models: dict[str, int] = {}
-    prompts: dict[str, int] = {}
-    seeds: dict[str, int] = {}
-    family_of: list[str] = []
-    options_of: list[int] = []
-    excluded: dict[str, dict[str, int]] = {}
-    decoding: dict[str, list[dict[str, object]]] = {}
-    unrecorded: dict[str, int] = {}
-    training_specs: dict[str, set[str]] = {}
-    columns: tuple[list[int], list[int], list[int]] = ([], [], [])
-    success: list[bool] = []
-    parsed: list[bool] = []
-    score: list[float] = []
-    reward: list[float] = []
-    for entry in scored:
-        row, result = entry.row, entry.result
-        model = models.setdefault(row.model, len(models))
-        excluded.setdefault(row.model, {})
-        if row.decoding is None:
-            unrecorded[row.model] = unrecorded.get(row.model, 0) + 1
-        elif row.decoding not in decoding.setdefault(row.model, []):
-            decoding[row.model].append(row.decoding)
-        if row.training_spec is not None:
-            training_specs.setdefault(row.model, set()).add(row.training_spec)
-        if result["status"] != "ok":
-            counts = excluded[row.model]
-            counts[result["status"]] = counts.get(result["status"], 0) + 1
-            continue
-        if row.prompt_id not in prompts:
-            prompts[row.prompt_id] = len(prompts)
-            family_of.append(row.family)
-            choices = row.reference.get("choices") if row.domain == "stem" else None
-            options_of.append(len(choices) if isinstance(choices, list) else 0)
-        columns[0].append(model)
-        columns[1].append(prompts[row.prompt_id])
-        columns[2].append(seeds.setdefault(_seed_label(row.seed), len(seeds)))
-        value = float(result["score"])
-        won = succeeded(result, threshold)
-        success.append(verdict(row.key, won) if verdict is not None else won)
-        parsed.append(bool(result["parsed"]))
-        score.append(value)
-        reward.append(float(result["reward"]))
-    return Table(
-        models=list(models),
-        prompts=list(prompts),
-        seeds=list(seeds),
-        model=np.asarray(columns[0], dtype=np.int64),
-        prompt=np.asarray(columns[1], dtype=np.int64),
-        seed=np.asarray(columns[2], dtype=np.int64),
-        success=np.asarray(success, dtype=np.bool_),
-        parsed=np.asarray(parsed, dtype=np.bool_),
-        score=np.asarray(score, dtype=np.float64),
-        reward=np.asarray(reward, dtype=np.float64),
-        family_of=family_of,
-        options_of=np.asarray(options_of, dtype=np.int64),
-        excluded=excluded,
-        decoding=decoding,
-        unrecorded=unrecorded,
-        training_specs=training_specs,
-    )
 
 
 def default_ks(largest_n: int) -> list[int]:
@@ -234,6 +121,10 @@ class Study:
     decoding: dict[str, list[dict[str, object]]]
     warnings: list[str]
     training_specs: dict[str, set[str]] = field(default_factory=dict)
+    costs: dict[str, Cost] = field(default_factory=dict)
+    """Per model: tokens per sample, sampling and training GPU-hours (budgets.py)."""
+    equal_tokens: dict[str, EqualTokens] = field(default_factory=dict)
+    """Per pair (the keys of `paired`), the comparison at the smaller token budget."""
 
 
 def _design(
@@ -402,6 +293,35 @@ def _paired(
     )
 
 
+def _common(
+    table: Table, a: ModelSummary, b: ModelSummary, options: Options
+) -> tuple[Ints, Ints, Design]:
+    in_b = {p: i for i, p in enumerate(b.prompts)}
+    common = [p for p in a.prompts if p in in_b]
+    in_a = {p: i for i, p in enumerate(a.prompts)}
+    position = {p: i for i, p in enumerate(table.prompts)}
+    design = _design([table.family_of[position[p]] for p in common], options)
+    ia = np.asarray([in_a[p] for p in common], dtype=np.int64)
+    ib = np.asarray([in_b[p] for p in common], dtype=np.int64)
+    return ia, ib, design
+
+
+def _equal_tokens(
+    table: Table,
+    a: ModelSummary,
+    b: ModelSummary,
+    per_sample: tuple[float, float],
+    options: Options,
+    rng: np.random.Generator,
+) -> EqualTokens | None:
+    ia, ib, design = _common(table, a, b, options)
+    counts = (
+        (a.counts[0][:, ia], a.counts[1][:, ia]),
+        (b.counts[0][:, ib], b.counts[1][:, ib]),
+    )
+    return equal_tokens(counts, per_sample, design, (options.resamples, options.confidence), rng)
+
+
 def _pairs(models: Sequence[str], options: Options) -> list[tuple[str, str]]:
     if options.pairs is not None:
         unknown = sorted({m for pair in options.pairs for m in pair} - set(models))
@@ -435,13 +355,37 @@ def analyse(table: Table, options: Options) -> Study:
                 f"{name}: {len(summary.short)} prompt(s) have fewer than {largest} samples; "
                 "their pass@k at larger k is their pass@n (listed in the report)"
             )
+    costs = {
+        name: model_cost(
+            table.tokens[table.model == table.models.index(name)],
+            table.runs.get(name, {}),
+            table.training_hours.get(name, []),
+            s.curve.ks,
+        )
+        for name, s in summaries.items()
+    }
     paired: dict[str, Paired] = {}
+    equal: dict[str, EqualTokens] = {}
+    budget_rng = np.random.default_rng([options.rng_seed, 1])  # leaves the other draws alone
     for a, b in _pairs(list(summaries), options):
         if set(summaries[a].prompts).isdisjoint(summaries[b].prompts):
             warnings.append(f"{a} and {b} share no judged prompt; they are not compared")
             continue
         paired[f"{a}|{b}"] = _paired(table, summaries[a], summaries[b], options, rng)
+        ta, tb = costs[a].tokens_per_sample, costs[b].tokens_per_sample
+        if ta is not None and tb is not None:
+            found = _equal_tokens(table, summaries[a], summaries[b], (ta, tb), options, budget_rng)
+            if found is not None:
+                equal[f"{a}|{b}"] = found
     warnings += decoding_warnings(table.decoding, table.unrecorded)
     return Study(
-        summaries, paired, options, table.excluded, table.decoding, warnings, table.training_specs
+        summaries,
+        paired,
+        options,
+        table.excluded,
+        table.decoding,
+        warnings,
+        table.training_specs,
+        costs,
+        equal,
     )

@@ -41,7 +41,9 @@ async def score_body(
     started = time.perf_counter()
     response = await score_batch(state.scoring, spec, body, on_progress)
     state.metrics.requests.labels(endpoint=endpoint).observe(time.perf_counter() - started)
-    state.metrics.observe([i.domain for i in body.items], response.results)
+    domains = [i.domain for i in body.items]
+    state.metrics.observe(domains, response.results)
+    state.metrics.observe_judge(spec, domains, response.results)
     return response
 
 

@@ -162,17 +162,21 @@ def build_state(settings: Settings, dispatcher: Dispatcher | None = None) -> App
     dispatcher, jobs = _backend(
         settings, registry, finished, lambda raw: score.job_runner_from(state, raw), dispatcher
     )
+    runs = RunPool(settings)
     state = AppState(
         settings=settings,
         registry=registry,
         loaded=loaded,
         dispatcher=dispatcher,
         metrics=Metrics(
-            dispatcher.stats, domains=[s.domain for s in registry], sampling=sampler.load
+            dispatcher.stats,
+            domains=[s.domain for s in registry],
+            sampling=sampler.load,
+            runs=runs.stats,
         ),
         sampler=sampler,
         jobs=jobs,
-        runs=RunPool(settings),
+        runs=runs,
         limits=make_limits(settings),
     )
     return state

@@ -34,6 +34,7 @@ from sandboxes import (
     RunResult,
     SandboxError,
     SandboxSettings,
+    SandboxStats,
     SandboxUnavailable,
     open_backend,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "RunBounds",
     "RunOutcome",
     "RunPool",
+    "RunPoolStats",
     "RunStatus",
     "outcome_of",
     "run_request",
@@ -190,6 +192,16 @@ def outcome_of(result: RunResult) -> RunOutcome:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RunPoolStats:
+    """The run pool at a scrape (`/metrics`): its sandboxes (all 0 before the first run opens
+    them), the runs waiting for one, and the runs answered by status."""
+
+    sandboxes: SandboxStats
+    pending: int
+    answered: Mapping[RunStatus, int]
+
+
 class _Run:
     """One run's turn in the fair queue (compared by identity)."""
 
@@ -205,6 +217,7 @@ class RunPool:
         own = run_sandbox_settings(settings.sandbox, settings.run.pool_size)
         self._backend = LazyBackend(own.backend, lambda: open_backend(own))
         self._threads: FairThreads | None = None
+        self._answered: dict[RunStatus, int] = {}
 
     def _sandbox_run(self, request: RunRequest) -> RunOutcome:
         try:
@@ -224,21 +237,30 @@ class RunPool:
         started = time.monotonic()
         future = self._threads.submit(tenant(), turn, lambda: self._sandbox_run(request))
         try:
-            return await asyncio.wait_for(
+            outcome = await asyncio.wait_for(
                 asyncio.wrap_future(future), timeout=self.settings.request_deadline_s
             )
         except TimeoutError:
             waited = time.monotonic() - started
             message = f"no sandbox of the run pool answered within {waited:.0f} s"
-            return RunOutcome(
+            outcome = RunOutcome(
                 "infra_error", error_code=codes.DEADLINE_EXCEEDED, error_message=message
             )
         finally:
             self._threads.forget(turn)
+        self._answered[outcome.status] = self._answered.get(outcome.status, 0) + 1
+        return outcome
 
     def pending(self) -> int:
         """Runs waiting for a sandbox of the pool."""
         return 0 if self._threads is None else self._threads.pending()
+
+    def ready(self) -> bool:
+        """For `/readyz`: not yet opened (the first run opens it), or its sandboxes are up."""
+        return self._backend.ready()
+
+    def stats(self) -> RunPoolStats:
+        return RunPoolStats(self._backend.stats(), self.pending(), dict(self._answered))
 
     def close(self) -> None:
         """Stop the threads and the sandboxes (blocking)."""

@@ -22,8 +22,9 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import Registry, SpecError
+from service import compat
 from service.asgi import HttpMiddleware, send_error
-from service.auth import ApiKeyAuth
+from service.auth import ApiKeyAuth, load_keys
 from service.dispatch import Dispatcher, DispatchRefused, local
 from service.errors import error_body
 from service.examples import EXAMPLE_ITEMS
@@ -257,6 +258,7 @@ def create_app(
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     app.add_middleware(StatusCounter, metrics=state.metrics)
     app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request names it
+    compat.install(app, load_keys(settings))  # after the others: no layer sees a path key
     app.openapi = _openapi_with_server_facts(app, state)  # type: ignore[method-assign]
     return app
 

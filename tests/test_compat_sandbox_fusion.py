@@ -329,32 +329,39 @@ def test_no_key_in_logs_metrics_or_the_schema(
     assert KEY not in schema.text and "REDACTED" in schema.text
 
 
-def test_past_the_queue_wait_it_is_a_504_to_retry(make_server: Any) -> None:
+def test_past_the_queue_wait_or_the_key_limit_it_is_a_504_to_retry(make_server: Any) -> None:
     srv = make_server(
         workers=1,
+        api_keys=(KEY, OTHER_KEY),
+        max_inflight_requests_per_key=1,
         sandbox=sandbox_settings("local", pool_size=1),
         run=RunSettings(pool_size=1, cpu_s=5.0, wall_s=10.0),
         compat=CompatSettings(queue_wait_s=0.5),
     )
-    url = f"{srv.url}/compat/sandbox-fusion/run_code"
+    mine = f"{srv.url}/compat/sandbox-fusion/k/{KEY}/run_code"
+    other = f"{srv.url}/compat/sandbox-fusion/k/{OTHER_KEY}/run_code"
     quick = {"code": "print(1)", "language": "python"}
-    assert httpx.post(url, json=quick, timeout=60).status_code == 200  # the sandbox is warm
+    assert httpx.post(mine, json=quick, timeout=60).status_code == 200  # the sandbox is warm
     first: list[httpx.Response] = []
 
     def hold_the_only_sandbox() -> None:
         body = {"code": "import time; time.sleep(6)", "language": "python"}
-        first.append(httpx.post(url, json=body, timeout=60))
+        first.append(httpx.post(mine, json=body, timeout=60))
 
     holder = threading.Thread(target=hold_the_only_sandbox)
     holder.start()
-    time.sleep(2)  # ordering only: the holder's run has the sandbox well before this one asks
-    response = httpx.post(url, json=quick, timeout=60)
+    time.sleep(2)  # ordering only: the holder's run has the sandbox well before these ask
+    same_key = httpx.post(mine, json=quick, timeout=60)  # past its one request in flight
+    waited = httpx.post(other, json=quick, timeout=60)  # its turn, but no sandbox in time
     holder.join()
     assert first[0].json()["status"] == "Success"
-    assert response.status_code == 504, response.text
-    assert response.headers["Retry-After"] == "1"
-    answer = response.json()
-    assert answer["status"] == "SandboxError" and "free within 0.5 s" in answer["message"]
+    for response in (same_key, waited):
+        assert response.status_code == 504, response.text
+        assert response.headers["Retry-After"] == "1"
+        assert response.json()["status"] == "SandboxError"
+    assert "too many requests" in same_key.json()["message"]
+    assert "free within 0.5 s" in waited.json()["message"]
+    assert httpx.post(other, json=quick, timeout=60).json()["status"] == "Success"
 
 
 def _problem(*cases: tuple[str, str]) -> dict[str, Any]:

@@ -175,46 +175,31 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     },
 }
 
-for prefix, dependencies in ((PREFIX, []), (f"{PREFIX}/k/{{key}}", [_key_segment])):
-    deps = [Depends(d) for d in dependencies]
-    router.add_api_route(
-        f"{prefix}/run_code",
-        run_code,
-        methods=["POST"],
-        response_model=RunCodeResponse,
-        responses=_RESPONSES,
-        dependencies=deps,
-        summary="SandboxFusion's run_code",
-        description="One program with SandboxFusion's request and answer; bounds clamped to "
-        f"`/v1/run`'s, named in `{CLAMPED_HEADER}`.",
-    )
-    router.add_api_route(
-        f"{prefix}/run_jupyter",
-        run_jupyter,
-        methods=["POST"],
-        response_model=RunJupyterResponse,
-        responses=_RESPONSES,
-        dependencies=deps,
-        summary="SandboxFusion's run_jupyter",
-        description="Cells in order in one fresh interpreter; nothing kept between requests.",
-    )
-    router.add_api_route(
-        f"{prefix}/submit",
-        submit,
-        methods=["POST"],
-        response_model=EvalResult,
-        responses={**_RESPONSES, 200: {"description": "An `EvalResult`, or a `SandboxError`."}},
-        dependencies=deps,
-        summary="SandboxFusion's submit, for problems given inline",
-        description="A completion judged against `config.provided_data.test` stdio tests by the "
-        "server's default spec; SandboxFusion's registered datasets are not offered.",
-    )
-    router.add_api_route(
-        f"{prefix}/v1/ping",
-        ping,
-        methods=["GET"],
-        response_model=str,
-        responses={401: _RESPONSES[401]},
-        dependencies=deps,
-        summary="SandboxFusion's ping",
-    )
+_ROUTES: list[tuple[str, str, Callable[..., Any], Any, dict[int | str, dict[str, Any]], str]] = [
+    ("POST", "/run_code", run_code, RunCodeResponse, _RESPONSES,
+     "SandboxFusion's run_code: one program with its request and answer; bounds clamped to "
+     f"`/v1/run`'s, named in `{CLAMPED_HEADER}`."),
+    ("POST", "/run_jupyter", run_jupyter, RunJupyterResponse, _RESPONSES,
+     "SandboxFusion's run_jupyter: cells in order in one fresh interpreter; nothing kept "
+     "between requests."),
+    ("POST", "/submit", submit, EvalResult,
+     {**_RESPONSES, 200: {"description": "An `EvalResult`, or a `SandboxError`."}},
+     "SandboxFusion's submit: a completion judged against `config.provided_data.test` stdio "
+     "tests by the server's default spec; its registered datasets are not offered."),
+    ("GET", "/v1/ping", ping, str, {401: _RESPONSES[401]}, "SandboxFusion's ping: `pong`."),
+]  # fmt: skip
+"""(method, path, endpoint, response model, responses, description) of each route, served at
+`PREFIX` and at `PREFIX/k/{key}`."""
+
+for prefix, keyed in ((PREFIX, []), (f"{PREFIX}/k/{{key}}", [Depends(_key_segment)])):
+    for method, path, endpoint, model, responses, description in _ROUTES:
+        router.add_api_route(
+            prefix + path,
+            endpoint,
+            methods=[method],
+            response_model=model,
+            responses=responses,
+            dependencies=keyed,
+            summary=description.partition(":")[0],
+            description=description,
+        )

@@ -29,7 +29,7 @@ from sandboxes import Execution, ExecutionResult, RunRequest, RunResult
 from service.compat.programs import MARKER, fetch_argv, jupyter_argv, read_cells, read_fetched
 from service.routes.run import path_problem
 from service.runs import RunBounds, RunOutcome, outcome_of, run_request, source_file
-from service.settings import Settings
+from service.settings import RunSettings, Settings
 
 __all__ = [
     "COMPILED",
@@ -217,21 +217,34 @@ def _with_fetch(request: RunRequest, fetch: tuple[str, ...], output_bytes: int) 
     return replace(request, executions=executions)
 
 
-def plan_run_code(body: RunCodeRequest, settings: Settings) -> Plan:
-    """The run of a `run_code` request, or `Refused` naming what is wrong with it."""
-    language = LANGUAGES.get(body.language)
+def _language(name: str) -> Language:
+    """Ours for SandboxFusion's language `name`, or `Refused` naming the ones offered."""
+    language = LANGUAGES.get(name)
     if language is None:
         offered = ", ".join(sorted(LANGUAGES))
-        raise Refused(f"language {body.language!r} is not offered here; this server runs {offered}")
-    run = settings.run
-    clamps = _Clamps()
-    timeout = body.run_timeout
-    bounds = RunBounds(
-        cpu_s=clamps.seconds("run_timeout", timeout, run.cpu_s, "cpu_s"),
-        wall_s=clamps.seconds("run_timeout", timeout, run.wall_s, "wall_s"),
-        memory_mb=clamps.memory(body.memory_limit_MB, run.memory_mb),
+        raise Refused(f"language {name!r} is not offered here; this server runs {offered}")
+    return language
+
+
+def _bounds(
+    clamps: _Clamps, field: str, timeout: float, memory_mb: int, run: RunSettings
+) -> RunBounds:
+    """`/v1/run`'s bounds for a SandboxFusion timeout (wall seconds, here CPU seconds as well)
+    and memory limit: the request's, clamped to the server's."""
+    return RunBounds(
+        cpu_s=clamps.seconds(field, timeout, run.cpu_s, "cpu_s"),
+        wall_s=clamps.seconds(field, timeout, run.wall_s, "wall_s"),
+        memory_mb=clamps.memory(memory_mb, run.memory_mb),
         output_bytes=run.output_bytes,
     )
+
+
+def plan_run_code(body: RunCodeRequest, settings: Settings) -> Plan:
+    """The run of a `run_code` request, or `Refused` naming what is wrong with it."""
+    language = _language(body.language)
+    run = settings.run
+    clamps = _Clamps()
+    bounds = _bounds(clamps, "run_timeout", body.run_timeout, body.memory_limit_MB, run)
     build_cpu = clamps.seconds(
         "compile_timeout", body.compile_timeout, run.build_cpu_s, "build_cpu_s"
     )
@@ -250,15 +263,9 @@ def plan_run_code(body: RunCodeRequest, settings: Settings) -> Plan:
 
 def plan_jupyter(body: RunJupyterRequest, settings: Settings) -> Plan:
     """The run of a `run_jupyter` request: the cells' driver in a fresh interpreter."""
-    run = settings.run
     clamps = _Clamps()
-    total = body.total_timeout
-    bounds = RunBounds(
-        cpu_s=clamps.seconds("total_timeout", total, run.cpu_s, "cpu_s"),
-        wall_s=clamps.seconds("total_timeout", total, run.wall_s, "wall_s"),
-        memory_mb=clamps.memory(body.memory_limit_MB, run.memory_mb),
-        output_bytes=run.output_bytes,
-    )
+    total, memory = body.total_timeout, body.memory_limit_MB
+    bounds = _bounds(clamps, "total_timeout", total, memory, settings.run)
     cells = _text_bytes("cells", json.dumps(body.cells), settings)
     files = _decoded_files(body.files, settings)
     fetch = _fetch_paths(body.fetch_files, settings)
@@ -490,11 +497,7 @@ def plan_submit(body: SubmitRequest) -> Submission:
             raise Refused("config.provided_data.test: not JSON") from None
     if not isinstance(cases, list) or not cases or not all(isinstance(c, dict) for c in cases):
         raise Refused("config.provided_data.test: a non-empty list of {input, output} tests")
-    name = body.config.language or "python"
-    language = LANGUAGES.get(name)
-    if language is None:
-        offered = ", ".join(sorted(LANGUAGES))
-        raise Refused(f"language {name!r} is not offered here; this server runs {offered}")
+    language = _language(body.config.language or "python")
     tests = [
         {"input": _stream(c, "input", "stdin", i), "output": _stream(c, "output", "stdout", i)}
         for i, c in enumerate(cases)

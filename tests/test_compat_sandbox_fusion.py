@@ -1,8 +1,9 @@
-"""The SandboxFusion-compatible routes on a real server with real (local) sandboxes: every field
-and status of `run_code` and `run_jupyter` as SandboxFusion answers them, the clamps, `files` and
-`fetch_files` under `/v1/run`'s path rules (a symlink the program plants is never followed), the
-key in the path (401 on every route for a wrong one, never in a log line or a metric), and the
-504 a client retries when no sandbox is free in time. The real clients' tests are in
+"""The SandboxFusion-compatible routes on a real server with real sandboxes (both backends):
+every field and status of `run_code` and `run_jupyter` as SandboxFusion answers them, the
+clamps, `files` and `fetch_files` under `/v1/run`'s path rules (a symlink the program plants is
+never followed), `submit` through the score path, the key in the path (401 on every route for a
+wrong one, never in a log line, a metric or the schema), and the 504 a client retries when no
+sandbox is free in time or the key is at its limit. The real clients' tests are in
 tests/test_compat_clients.py."""
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ OTHER_KEY = "compat-other-key-0123456789abcde"
 POD = "proctor-compat-test"
 
 
-@pytest.fixture(scope="module")
-def server(local_backend: object) -> Iterator[Server]:
-    """A server with keys and a run pool of two local sandboxes."""
+@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
+    """A server with keys and a run pool of two sandboxes, on each backend."""
+    request.getfixturevalue(f"{request.param}_backend")  # skips, or fails in CI, without one
     run = RunSettings(pool_size=2, cpu_s=3.0, wall_s=6.0, memory_mb=256, max_files=4)
     with running_server(
         workers=1,
         api_keys=(KEY, OTHER_KEY),
-        sandbox=sandbox_settings("local", pool_size=2),
+        sandbox=sandbox_settings(request.param, pool_size=2),
         run=run,
         compat=CompatSettings(executor_pod_name=POD),
     ) as srv:

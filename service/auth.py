@@ -20,7 +20,7 @@ from service.settings import Settings
 from service.tenancy import set_tenant, tenant_of_key
 
 __all__ = [
-    "PATH_KEY_CHECKED",
+    "PATH_KEY",
     "ApiKeyAuth",
     "ExposureError",
     "check_exposure",
@@ -32,9 +32,10 @@ log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Routes that never need a key: orchestrators' probes carry none."""
-PATH_KEY_CHECKED = "proctor.path_key_checked"
-"""Set in an ASGI scope by `service.compat.keys.PathKeys` once the key in the URL's path (a
-route for callers that send no header) matched: the request needs no `Authorization`."""
+PATH_KEY = "proctor.path_key"
+"""Set in an ASGI scope by `service.compat.keys.PathKeys` for a path whose key is a segment of
+it (routes for callers that send no header): its verdict on that key, which the route's own
+dependency enforces (`service.compat.keys.require_path_key`); no `Authorization` is asked."""
 QUERY_KEY_PATHS = frozenset({"/v1/openrlhf"})
 """Routes whose callers cannot send a header (OpenRLHF posts to a bare URL): the key may come as
 the `api_key` query parameter instead, as URL-decoded (`api%5Fkey` is `api_key`), and only
@@ -108,7 +109,7 @@ class ApiKeyAuth:
     async def __call__(self, request: Request) -> None:
         if not self._digests or request.url.path in self._open:
             return
-        if request.scope.get(PATH_KEY_CHECKED) is True:
+        if PATH_KEY in request.scope:
             return
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
         if request.url.path in QUERY_KEY_PATHS and "api_key" in request.query_params:

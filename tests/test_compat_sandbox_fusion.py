@@ -283,10 +283,13 @@ def test_ping_and_a_wrong_key_fail_on_every_route(server: Server, sf: httpx.Clie
     assert sf.get("/v1/ping").json() == "pong"
     wrong = f"{server.url}/compat/sandbox-fusion/k/{KEY[:-1]}x"
     for method, path in [("GET", "/v1/ping"), ("POST", "/run_code"), ("POST", "/run_jupyter"),
-                         ("POST", "/submit"), ("GET", "/no/such/route")]:  # fmt: skip
+                         ("POST", "/submit")]:  # fmt: skip
         response = httpx.request(method, wrong + path, json={"code": "print(1)"})
         assert response.status_code == 401, (path, response.text)
-        assert response.json()["status"] == "SandboxError"
+        assert response.json()["error"]["code"] == "unauthorized"
+    # A path that is no route, or a method no route takes, says so, as anywhere else.
+    assert httpx.get(wrong + "/no/such/route").status_code == 404
+    assert httpx.get(wrong + "/run_code").status_code == 405
     # The prefix without a key takes the header on a keyed server.
     bare = f"{server.url}/compat/sandbox-fusion/v1/ping"
     assert httpx.get(bare).status_code == 401
@@ -299,7 +302,7 @@ def test_an_open_server_refuses_a_key_segment(make_server: Any) -> None:
     srv = make_server(workers=1)
     assert httpx.get(f"{srv.url}/compat/sandbox-fusion/v1/ping").json() == "pong"
     response = httpx.get(f"{srv.url}/compat/sandbox-fusion/k/{KEY}/v1/ping")
-    assert response.status_code == 401 and "no API keys" in response.json()["message"]
+    assert response.status_code == 401 and "no API keys" in response.json()["error"]["message"]
 
 
 def test_no_key_in_logs_metrics_or_the_schema(

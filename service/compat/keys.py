@@ -3,39 +3,37 @@
 verl and the `sandbox-fusion` client post to a URL they are given and send no header, so a
 server with API keys takes the key as a path segment there. `PathKeys` is the app's outermost
 middleware: it compares that segment with every configured key in constant time and, before
-anything else sees the request, rewrites it in the scope (`path`, `raw_path`) to `REDACTED`.
+anything else sees the request, rewrites it in the scope (`path`, `raw_path`) to `REDACTED`,
+leaving its verdict in the scope for the keyed routes' dependency, `require_path_key`.
 Routing, the access log (uvicorn reads the same scope), disconnect lines, tracebacks and the
 metrics' route labels all see `k/REDACTED`, never the key. A key that matches names the tenant
 as `Authorization: Bearer` with it would (`service.tenancy`); a wrong key, or any key on a
 server that has none, is a 401 on every route under the prefix, `v1/ping` included, so a
-misconfigured URL fails at its first call rather than as scores of -1.
+misconfigured URL fails at its first call rather than as scores of -1 (a path that is no route
+is a 404, a method no route takes a 405, as anywhere else).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import urllib.parse
 from dataclasses import dataclass, field
 
+from fastapi import HTTPException, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.asgi import HttpMiddleware, send_error
-from service.auth import PATH_KEY_CHECKED
+from service.asgi import HttpMiddleware
+from service.auth import PATH_KEY
 from service.tenancy import set_tenant, tenant_of_key
 
-__all__ = ["KEYED_PREFIXES", "REDACTED", "PathKeys", "unauthorized_body"]
+__all__ = ["KEYED_PREFIXES", "REDACTED", "PathKeys", "require_path_key"]
 
 REDACTED = "REDACTED"
 KEYED_PREFIXES = ("/compat/sandbox-fusion/k/",)
 """Path prefixes whose next segment is an API key."""
-
-
-def unauthorized_body(message: str) -> dict[str, object]:
-    """A 401 in SandboxFusion's shape (`status`, `message`) and Proctor's (`error`)."""
-    error = {"code": "unauthorized", "message": message}
-    return {"status": "SandboxError", "message": message, "error": error}
+WRONG_KEY = "unknown API key in the URL (/compat/sandbox-fusion/k/KEY/)"
+NO_KEYS = "this server has no API keys: use /compat/sandbox-fusion/ without a key segment"
 
 
 @dataclass(eq=False)
@@ -75,15 +73,22 @@ class PathKeys(HttpMiddleware):
             prefix + REDACTED + slash.decode() + urllib.parse.unquote(rest.decode("latin-1"))
         )
         if not self._digests:
-            message = (
-                "this server has no API keys: use /compat/sandbox-fusion/ without a key segment"
-            )
+            scope[PATH_KEY] = NO_KEYS
         elif not self._matches(key):
-            message = "unknown API key in the URL (/compat/sandbox-fusion/k/KEY/)"
+            scope[PATH_KEY] = WRONG_KEY
         else:
-            scope[PATH_KEY_CHECKED] = True
+            scope[PATH_KEY] = None
             set_tenant(tenant_of_key(key))
-            await self.app(scope, receive, send)
-            return
-        body = json.dumps(unauthorized_body(message), separators=(",", ":")).encode()
-        await send_error(send, 401, body, [(b"www-authenticate", b'Bearer error="invalid_token"')])
+        await self.app(scope, receive, send)
+
+
+def require_path_key(request: Request) -> None:
+    """The keyed routes' dependency: a 401 unless `PathKeys` found the key in the path good.
+    It runs once routing has matched the route (a wrong method is a 405 first)."""
+    verdict = request.scope.get(PATH_KEY, WRONG_KEY)
+    if verdict is not None:
+        raise HTTPException(
+            status_code=401,
+            detail=verdict,
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )

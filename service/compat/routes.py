@@ -14,11 +14,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Path
+from fastapi import APIRouter, Depends, HTTPException, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from service.compat.keys import REDACTED
+from service.compat.keys import REDACTED, require_path_key
 from service.compat.sandbox_fusion import (
     EvalResult,
     Plan,
@@ -56,6 +56,7 @@ router = APIRouter(tags=["compat: SandboxFusion"])
 
 
 def _key_segment(
+    request: Request,
     key: Annotated[
         str,
         Path(
@@ -65,7 +66,9 @@ def _key_segment(
         ),
     ],
 ) -> None:
-    """Declares the key segment of the keyed routes (checked by `PathKeys` before routing)."""
+    """The key segment of the keyed routes: read (and redacted) by `PathKeys` before routing,
+    whose verdict this enforces."""
+    require_path_key(request)
 
 
 def _json(
@@ -182,7 +185,7 @@ _ROUTES: list[tuple[str, str, Callable[..., Any], Any, dict[int | str, dict[str,
     ("POST", "/run_jupyter", run_jupyter, RunJupyterResponse, _RESPONSES,
      "SandboxFusion's run_jupyter: cells in order in one fresh interpreter; nothing kept "
      "between requests."),
-    ("POST", "/submit", submit, EvalResult,
+    ("POST", "/submit", submit, EvalResult | SubmitRefusal,
      {**_RESPONSES, 200: {"description": "An `EvalResult`, or a `SandboxError`."}},
      "SandboxFusion's submit: a completion judged against `config.provided_data.test` stdio "
      "tests by the server's default spec; its registered datasets are not offered."),

@@ -65,9 +65,10 @@ FETCH_HEADER_BYTES = 512
 
 
 class RunCodeRequest(BaseModel):
-    """SandboxFusion's `RunCodeRequest`; unknown fields are ignored, as SandboxFusion does."""
+    """SandboxFusion's `RunCodeRequest`; unknown fields are ignored, as SandboxFusion does, and
+    a value of the wrong type is a 422 (no `false` for a number)."""
 
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
     code: str
     language: str
@@ -81,7 +82,7 @@ class RunCodeRequest(BaseModel):
 
 
 class RunJupyterRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
     cells: list[str]
     cell_timeout: float = 0
@@ -404,7 +405,7 @@ class TestConfig(BaseModel):
     limits and comparison apply, docs/api.md)."""
 
     __test__ = False  # not a pytest class, whatever its name
-    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
     dataset_type: str | None = None
     language: str | None = None
@@ -418,7 +419,7 @@ class TestConfig(BaseModel):
 
 
 class SubmitRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
 
     dataset: str
     id: int | str

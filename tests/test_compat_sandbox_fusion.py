@@ -265,6 +265,15 @@ def test_jupyter_cells_run_in_order_in_a_fresh_interpreter(sf: httpx.Client) -> 
     assert again["cells"][0]["error"][0]["ename"] == "NameError"  # nothing kept
 
 
+def test_jupyter_bad_input(sf: httpx.Client) -> None:
+    huge = sf.post("/run_jupyter", json={"cells": ["#" * ((1 << 20) + 1)]}).json()
+    assert huge["status"] == "SandboxError" and "cells" in huge["message"]
+    escape = sf.post("/run_jupyter", json={"cells": ["1"], "fetch_files": ["../x"]}).json()
+    assert escape["status"] == "SandboxError" and "'../x'" in escape["message"]
+    assert sf.post("/run_jupyter", json={"cells": ["1"], "kernel": "julia"}).status_code == 422
+    assert sf.post("/run_jupyter", json={"cells": "1"}).status_code == 422
+
+
 def test_jupyter_driver_that_does_not_finish_is_failed(sf: httpx.Client) -> None:
     ended = sf.post("/run_jupyter", json={"cells": ["import os; os._exit(7)", "1"]}).json()
     assert ended["status"] == "Failed" and ended["cells"] == []

@@ -317,15 +317,16 @@ def _first(result: RunResult) -> ExecutionResult | RunOutcome:
 
 def _files(result: RunResult, plan: Plan, used: int) -> tuple[dict[str, str], str | None]:
     """The fetched files as base64, or the message of a `SandboxError` (past the output limit).
-    A fetch that did not run (the program spent the time) fetches nothing."""
+    A fetch that did not run, or did not finish in what the program left of the run's time,
+    fetches nothing."""
     if not plan.fetch:
         return {}, None
     fetcher = result.executions[-1]
-    if fetcher.status == "skipped":
+    if fetcher.status != "ok":  # skipped, or out of what the program left of the budget
         return {}, None
-    fetched = read_fetched(fetcher.stdout) if fetcher.status == "ok" else None
+    fetched = read_fetched(fetcher.stdout)
     if fetched is None:
-        return {}, f"fetch_files: the files could not be read back ({fetcher.status})"
+        return {}, "fetch_files: the fetched files could not be read back"
     size = used + sum(len(data) for data in fetched.files.values())
     if fetched.over_budget or size > plan.output_bytes:
         message = (

@@ -10,8 +10,9 @@ may change when work happens, never what is learned. Larger batches than the lea
 (`--prompts`, `--group-size`) give scoring something to hide behind.
 
 A third run (c) is the same config on `--engine trl`: its step time (wall time of a whole step,
-from `gpu_hours`) and scoring time beside the reference engine's, and their ratio. TRL does not
-split its step into generation and passes, so only those two columns compare.
+from `cpu_hours`: the tiny model runs on CPU) and scoring time beside the reference engine's,
+and their ratio. TRL does not split its step into generation and passes, so only those two
+columns compare.
 
 Prints the mean seconds per step of each part for both runs and the ratio of their
 scoring-and-passes time. Exits non-zero when the two runs' metrics differ or an item was not
@@ -37,7 +38,7 @@ from proctor_client.trainer.metrics import read_metrics
 ROOT = Path(__file__).parent.parent
 TINY = ROOT / "clients" / "configs" / "tiny-cpu.yaml"
 TIMINGS = ("time_generation", "time_scoring", "time_scoring_and_passes", "time_update")
-UNTIMED = (*TIMINGS, "gpu_hours", "gpu_hours_total")
+UNTIMED = (*TIMINGS, "cpu_hours", "cpu_hours_total")
 
 
 def run(
@@ -103,7 +104,7 @@ def main() -> int:
     print(f"scoring+passes, (a)/(b): {ratio:.2f}x")
     print(f"metrics identical apart from timings: {same}; unjudged items: {unjudged}")
     print("engine            step (s)  scoring (s)")
-    step_ref, step_trl = mean(overlapped, "gpu_hours") * 3600, mean(on_trl, "gpu_hours") * 3600
+    step_ref, step_trl = mean(overlapped, "cpu_hours") * 3600, mean(on_trl, "cpu_hours") * 3600
     print(f"{'(b) reference':16s}  {step_ref:8.3f}  {mean(overlapped, 'time_scoring'):11.3f}")
     print(f"{'(c) trl':16s}  {step_trl:8.3f}  {mean(on_trl, 'time_scoring'):11.3f}")
     print(f"step time, trl/reference: {step_trl / step_ref:.2f}x")

@@ -3,7 +3,9 @@
 Shared by the math and STEM scorers. Braces are matched, so `\\boxed{\\frac{1}{2}}` yields
 `\\frac{1}{2}`; `\\fbox{}` and `\\boxed x` (no braces) are recognised too. `final_boxes` gives
 the boxes that end a response together (`\\boxed{2} and \\boxed{3}`), `final_sentence` the last
-sentence, for graders that read more than the last box. Nothing here raises on any input.
+sentence, for graders that read more than the last box. `hashes_answer` and `answer_line` read
+the answers of datasets with a format of their own (GSM8K's `#### 72`, DAPO's `Answer: 72`).
+Nothing here raises on any input.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ __all__ = [
     "BoxedFallback",
     "Fallback",
     "answer_is",
+    "answer_line",
     "extract_answer",
     "final_boxes",
     "final_sentence",
+    "hashes_answer",
     "last_boxed",
     "stated_sentence",
 ]
@@ -156,16 +160,49 @@ def stated_sentence(text: str) -> str | None:
 def answer_is(text: str) -> str | None:
     """The answer a `stated_sentence` gives: trailing dots and the dollars around it removed."""
     answer = stated_sentence(text)
-    if answer is None:
-        return None
+    return None if answer is None else _bare(answer)
+
+
+def _bare(answer: str) -> str | None:
+    r"""`answer` without trailing dots and spaces, then without dollar signs at either end. Not
+    `[.\s]+$` and `\$+$`: a regex retries those at every character of a long run that does not
+    reach the end, which is quadratic in a hostile line."""
     answer = answer.strip()
-    # Trailing dots and spaces, then dollar signs at either end. Not `[.\s]+$` and `\$+$`: a
-    # regex retries those at every character of a long run that does not reach the end, which is
-    # quadratic in a hostile line.
     end = len(answer)
     while end and (answer[end - 1] == "." or answer[end - 1].isspace()):
         end -= 1
     return answer[:end].lstrip("$").rstrip("$").strip() or None
+
+
+_HASHES = re.compile(r"####[ \t]*\$?[ \t]*(-?(?:[0-9][0-9,]*(?:\.[0-9]+)?|\.[0-9]+))")
+_ANSWER_LINE = re.compile(r"Answer\s*:\s*([^\n]+)", re.IGNORECASE)
+
+
+def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    found = None
+    for match in pattern.finditer(text):
+        found = match
+    return found
+
+
+def hashes_answer(text: str) -> str | None:
+    """GSM8K's answer: the number after the last `####` that one follows, commas removed, as
+    verl's `gsm8k.py` reads it. verl wants exactly one space after the marks and reads only the
+    last 300 characters; this takes any spaces (or none) and a dollar sign, reads the whole
+    text, and leaves a trailing dot out of the number."""
+    found = _last(_HASHES, text)
+    return None if found is None else found.group(1).replace(",", "")
+
+
+def answer_line(text: str) -> str | None:
+    """DAPO's answer: the last `Answer:` line (any case), as verl's `math_dapo.py` finds it; of
+    that line, its last `\\boxed{}`, else what `answer_is` reads of it (the sentence after its
+    last anchor, so "Answer: The final answer is $5$. I hope it is correct." gives `5`, as verl's
+    normalisation does)."""
+    found = _last(_ANSWER_LINE, text)
+    if found is None:
+        return None
+    return last_boxed(found.group(1)) or answer_is(found.group(0))
 
 
 _FINDERS: dict[BoxedFallback, Callable[[str], str | None]] = {"answer_is": answer_is}

@@ -121,7 +121,7 @@ class SandboxSettings(BaseModel):
     a run's processes, as RLIMIT_NPROC (`Limits.max_processes`, 64) is local's, so it caps
     `max_processes` here. Keep it near that: a fork bomb keeps every allowed process runnable,
     and the supervisor, one task among them, must still get enough CPU to stop it (how much
-    longer that takes at 256: benchmarks/README.md)."""
+    longer that takes at 256: benchmarks/HISTORY.md)."""
 
     container_cpus: float | None = Field(default=None, gt=0, le=1024)
     """CPU quota of one container (None: no quota). CPU budgets are CPU time, so a quota only

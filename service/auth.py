@@ -12,18 +12,20 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import logging
+from typing import Any
 
 from fastapi import HTTPException, Request
 
+from service.compat.keys import path_tenant
 from service.logs import RedactQuerySecrets
 from service.settings import Settings
 from service.tenancy import set_tenant, tenant_of_key
 
 __all__ = [
-    "PATH_KEY",
     "ApiKeyAuth",
     "ExposureError",
     "check_exposure",
+    "declare_security",
     "load_keys",
     "redact_access_log",
 ]
@@ -32,10 +34,6 @@ log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 """Routes that never need a key: orchestrators' probes carry none."""
-PATH_KEY = "proctor.path_key"
-"""Set in an ASGI scope by `service.compat.keys.PathKeys` for a path whose key is a segment of
-it (routes for callers that send no header): its verdict on that key, which the route's own
-dependency enforces (`service.compat.keys.require_path_key`); no `Authorization` is asked."""
 QUERY_KEY_PATHS = frozenset({"/v1/openrlhf"})
 """Routes whose callers cannot send a header (OpenRLHF posts to a bare URL): the key may come as
 the `api_key` query parameter instead, as URL-decoded (`api%5Fkey` is `api_key`), and only
@@ -47,6 +45,30 @@ def redact_access_log() -> None:
     """Keep keys sent in URLs (`QUERY_KEY_PATHS`), however spelt, out of uvicorn's access log
     (`configure_logging` redacts every line its handler writes as well)."""
     logging.getLogger("uvicorn.access").addFilter(RedactQuerySecrets())
+
+
+def _open_paths(settings: Settings) -> frozenset[str]:
+    return OPEN_PATHS if settings.metrics_require_key else OPEN_PATHS | {"/metrics"}
+
+
+def declare_security(schema: dict[str, Any], settings: Settings) -> None:
+    """Say in the OpenAPI `schema` how a key is sent: a bearer scheme (what gives /docs its
+    Authorize button), the query key of `QUERY_KEY_PATHS`, and, once keys are configured, which
+    operations need one (all but the open paths)."""
+    components = schema.setdefault("components", {})
+    components["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer", "description": "an API key"},
+        "query_key": {"type": "apiKey", "in": "query", "name": "api_key"},
+    }
+    if not load_keys(settings):
+        return
+    schema["security"] = [{"bearer": []}]
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            if path in _open_paths(settings):
+                operation["security"] = []
+            elif path in QUERY_KEY_PATHS:
+                operation["security"] = [{"bearer": []}, {"query_key": []}]
 
 
 class ExposureError(ValueError):
@@ -101,15 +123,16 @@ class ApiKeyAuth:
 
     def __init__(self, settings: Settings) -> None:
         self._digests = frozenset(_digest(k) for k in load_keys(settings))
-        self._open = OPEN_PATHS if settings.metrics_require_key else OPEN_PATHS | {"/metrics"}
+        self._open = _open_paths(settings)
         if not self._digests:
             level = logging.WARNING if settings.insecure_no_auth else logging.INFO
             log.log(level, "no API key configured: every route of this service is open")
 
     async def __call__(self, request: Request) -> None:
-        if not self._digests or request.url.path in self._open:
+        if (tenant := path_tenant(request.scope)) is not None:  # a compat URL's known `k/KEY`
+            set_tenant(tenant)
             return
-        if PATH_KEY in request.scope:
+        if not self._digests or request.url.path in self._open:
             return
         scheme, _, key = request.headers.get("authorization", "").partition(" ")
         if request.url.path in QUERY_KEY_PATHS and "api_key" in request.query_params:

@@ -182,15 +182,18 @@ def _read_items(lines: Iterable[bytes]) -> Iterator[_Entry]:
         except fastapi_exceptions.RequestValidationError as exc:
             yield _malformed(number, exc.errors()[0])
             continue
-        yield body.items[0], body.rejected.get(0)
+        refused = body.rejected.get(0)  # an unknown field, a field of the wrong type
+        yield body.items[0], None if refused is None else f"line {number}: {refused}"
 
 
 def _malformed(number: int, error: Mapping[str, Any]) -> ScoreResult:
     loc = list(error.get("loc", ()))[1:]  # past "body"
+    position = error.get("ctx", {}).get("position")
     if loc[:2] == ["items", 0]:
         where = f"line {number}: " + ".".join(str(p) for p in loc[2:])
-    elif loc and isinstance(loc[0], int):
-        where = f"line {number}, column {loc[0] + 1}"
+    elif isinstance(position, int):  # where the JSON decoder stopped (`ingest.loads_json`)
+        where = f"line {number}, column {position + 1}"
+        error = {"msg": f"invalid JSON: {error['ctx']['reason']}"}
     else:
         where = f"line {number}"
     message = f"{where}: {error.get('msg', '')}"
@@ -321,9 +324,11 @@ def _specs(args: argparse.Namespace) -> int:
         shown = {
             **spec.summary(),
             "description": spec.description,
+            "default": args.name == settings.default_spec,
             "environments": dict(spec.environments),
             **({"unprobed": unprobed} if unprobed else {}),
             "parameters": spec.parameters(),
+            "domain_hashes": dict(spec.domain_hashes),
         }
         print(json.dumps(shown, indent=2))
         return 0
@@ -337,13 +342,22 @@ def _specs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setting_default(name: str) -> Any:
+    """A setting's default as `service.settings` declares it: the one place it is written."""
+    return Settings.model_fields[name].default
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="proctor", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the HTTP service")
-    serve.add_argument("--host", default=None, help="interface to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (default 8000)")
+    serve.add_argument(
+        "--host", default=None, help=f"interface to bind (default {_setting_default('host')})"
+    )
+    serve.add_argument(
+        "--port", type=int, default=None, help=f"port (default {_setting_default('port')})"
+    )
     serve.add_argument(
         "--workers", type=int, default=None, help="worker processes (default: cores)"
     )
@@ -373,7 +387,10 @@ def _parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=None, help="worker processes (default: cores)"
     )
     worker.add_argument(
-        "--concurrency", type=int, default=None, help="chunks taken at a time (default 4)"
+        "--concurrency",
+        type=int,
+        default=None,
+        help=f"chunks taken at a time (default {_setting_default('worker_concurrency')})",
     )
     worker.add_argument("--spec-dir", type=Path, action="append", help="extra spec directory")
     worker.add_argument("--log-level", default="info")

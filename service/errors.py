@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ERROR_CODES", "error_body"]
+__all__ = ["ERROR_CODES", "error_body", "invalid_json"]
 
 ERROR_CODES = {
     400: "bad_request",
@@ -38,3 +38,11 @@ def error_body(status: int, detail: Any, code: str | None = None) -> dict[str, A
             message = str(detail)
         error = {"code": code or ERROR_CODES.get(status, f"http_{status}"), "message": message}
     return {"detail": detail, "error": error}
+
+
+def invalid_json(position: int, reason: str) -> dict[str, Any]:
+    """A 422 entry for a body that is not JSON: the character offset where decoding stopped is
+    said in the message, not put in `loc` (where it would read as a field, `body.27`)."""
+    message = f"invalid JSON at character {position}: {reason}"
+    ctx = {"position": position, "reason": reason}
+    return {"type": "json_invalid", "loc": ("body",), "msg": message, "ctx": ctx}

@@ -32,6 +32,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from reward_specs import ItemFields
+from service.errors import invalid_json
 from service.schemas import FinishReason, ScoreRequest
 
 __all__ = [
@@ -179,13 +180,13 @@ def loads_json(body: bytes | str) -> Any:
         return orjson.loads(body)
     except orjson.JSONDecodeError:
         pass  # what JSON allows and orjson refuses (lone surrogates): the standard library's turn
-    loc: tuple[str | int, ...]
+    loc: tuple[str, ...]
     try:
         return json.loads(body)
     except UnicodeDecodeError:
         message, loc = "the body is not UTF-8 JSON", ("body",)
     except json.JSONDecodeError as exc:
-        message, loc = f"JSON decode error: {exc.msg}", ("body", exc.pos)
+        raise RequestValidationError([invalid_json(exc.pos, exc.msg)]) from None
     except RecursionError:
         message, loc = "the JSON is nested too deeply", ("body",)
     except ValueError:  # an integer of more digits than Python converts

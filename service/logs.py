@@ -23,6 +23,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.asgi import HttpMiddleware
+from service.compat.keys import redact_path_keys
 
 __all__ = [
     "RedactQuerySecrets",
@@ -90,7 +91,9 @@ def _folded(name: str) -> str:
 
 
 def redact_query_secrets(text: str) -> str:
-    """`text` with the value of each secret query parameter (`SECRET_PARAMS`) replaced."""
+    """`text` with the value of each secret query parameter (`SECRET_PARAMS`) replaced, and
+    the key of each compat URL (`service.compat.keys`)."""
+    text = redact_path_keys(text)
     if "=" not in text:
         return text
 

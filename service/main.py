@@ -22,18 +22,18 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import Registry, SpecError
-from service import compat
 from service.asgi import HttpMiddleware, send_error
-from service.auth import ApiKeyAuth, load_keys
+from service.auth import ApiKeyAuth, declare_security, load_keys
+from service.compat import keys, nemo_gym, sandbox_fusion_routes
 from service.dispatch import Dispatcher, DispatchRefused, local
-from service.errors import error_body
+from service.errors import error_body, invalid_json
 from service.examples import EXAMPLE_ITEMS
 from service.jobs import FinishedLimits, Jobs, JobStore, Runner
 from service.limits import make_limits
 from service.limits_http import BodyBudget, serve_guarded
 from service.loading import LoadedSpecs, load_registry
 from service.logs import RequestIdMiddleware, client_gone
-from service.metrics import Metrics, StatusCounter
+from service.metrics import Metrics, StatusCounter, plain_paths
 from service.queue import make_queue_mode
 from service.routes import health, openrlhf, puzzles, run, score
 from service.routes.docs import mount_docs
@@ -110,6 +110,7 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     """422 naming each offending field. The offending input is not echoed back: it can be
     megabytes long, or a number JSON cannot carry (1e400 parses as infinity)."""
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    errors = [_json_position_in_message(e) for e in errors]
     detail = [
         {
             "loc": list(e.get("loc", ())),
@@ -119,6 +120,14 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
         for e in errors[:50]
     ]
     return JSONResponse(error_body(422, detail), status_code=422)
+
+
+def _json_position_in_message(error: Any) -> Any:
+    """FastAPI's own decoding error (routes that read their body through it) in our words."""
+    match error.get("type"), error.get("loc"):
+        case "json_invalid", ("body", int(position)):
+            return invalid_json(position, str(error.get("ctx", {}).get("error", "not JSON")))
+    return error
 
 
 async def _refused(request: Request, exc: Exception) -> Response:
@@ -253,12 +262,14 @@ def create_app(
     app.include_router(puzzles.router)
     app.include_router(openrlhf.router)
     app.include_router(run.router)
+    app.include_router(nemo_gym.router)
+    app.include_router(sandbox_fusion_routes.router)
     mount_docs(app)
     app.add_middleware(BodyBudget, budget=settings.max_inflight_request_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
-    app.add_middleware(StatusCounter, metrics=state.metrics)
+    app.add_middleware(keys.PathKeys, known=load_keys(settings))  # before any log reads it
+    app.add_middleware(StatusCounter, metrics=state.metrics, plain_paths=plain_paths(app.routes))
     app.add_middleware(RequestIdMiddleware)  # outermost: every line of a request names it
-    compat.install(app, load_keys(settings))  # after the others: no layer sees a path key
     app.openapi = _openapi_with_server_facts(app, state)  # type: ignore[method-assign]
     return app
 
@@ -307,6 +318,7 @@ def _openapi_with_server_facts(app: FastAPI, state: AppState) -> Callable[[], di
                     option["enum"] = sorted(state.specs)
             request["items"]["maxItems"] = state.settings.max_items_per_request
             _publish_run_bounds(components, state.settings)
+            declare_security(schema, state.settings)
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -1,4 +1,4 @@
-"""The API process's memory ceiling as a formula of the settings (README.md, "Memory"): what
+"""The API process's memory ceiling as a formula of the settings (docs/operating.md, "Memory"): what
 each bounded store may hold, plus the process itself. The constants are measured
 (tests/test_memory_ceiling.py holds a real `proctor serve` under the result)."""
 

@@ -25,14 +25,14 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.registry import Collector
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.asgi import HttpMiddleware
 from service.dispatch import DispatchStats
 from service.schemas import ScoreResult
 
-__all__ = ["Metrics", "StatusCounter"]
+__all__ = ["Metrics", "StatusCounter", "plain_paths"]
 
 UNKNOWN = "unknown"
 """The label of a domain this server does not have."""
@@ -262,14 +262,21 @@ class Metrics:
             self.judged_zero.labels(domain=domain, reason=reason).inc(n)
 
 
+def plain_paths(routes: Iterable[BaseRoute]) -> frozenset[str]:
+    """The paths of `routes` that are plain Starlette routes (FastAPI's are `APIRoute`s)."""
+    return frozenset(r.path for r in routes if type(r) is Route)
+
+
 @dataclass(eq=False)
 class StatusCounter(HttpMiddleware):
     """Counts every response in `Metrics.responses`, by the template of the route that answered
     (`/v1/jobs/{job_id}`, not the path) or `unmatched`, and by status class; an exception that
-    escapes the app counts as a 5xx."""
+    escapes the app counts as a 5xx. The app's plain routes (`plain_paths`: /docs, /redoc,
+    /openapi.json) put no route in the scope and are counted by their path."""
 
     app: ASGIApp
     metrics: Metrics
+    plain_paths: frozenset[str] = frozenset()
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         status = 500
@@ -290,6 +297,8 @@ class StatusCounter(HttpMiddleware):
             template = (
                 route.path if isinstance(route, BaseRoute) and hasattr(route, "path") else None
             )
+            if template is None and scope["path"] in self.plain_paths:
+                template = scope["path"]
             self.metrics.responses.labels(
                 route=template or "unmatched", status=f"{status // 100}xx"
             ).inc()

@@ -8,7 +8,7 @@ collector's sight once they are loaded (`gc.freeze`), and young collections run 
 Cycles are still collected; this changes when, not whether. glibc is asked to keep freed large
 blocks for reuse instead of unmapping them, so each request body does not fault in fresh pages;
 the process then keeps the memory of its largest burst, up to `_TRIM_BYTES` unused. What each
-bought is in benchmarks/README.md ("Speed tricks").
+bought is in benchmarks/HISTORY.md ("Speed tricks").
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     """Interface `proctor serve` binds to."""
     port: int = Field(8000, ge=1, le=65535)
+    """Port `proctor serve` listens on."""
 
     api_keys: Annotated[tuple[str, ...], NoDecode] = Field((), repr=False)
     """Keys a client may send as `Authorization: Bearer KEY` (`PROCTOR_API_KEYS=k1,k2`). With
@@ -140,6 +141,7 @@ class Settings(BaseSettings):
     """Items not scored within this time after a request arrives come back `infra_error`."""
 
     max_items_per_request: int = Field(16384, ge=1)
+    """Items of one request (`/v1/score`, `/v1/jobs`); more is a 422 and nothing is scored."""
     max_response_bytes: int = Field(256 * 1024, ge=1)
     """Per item, UTF-8 bytes of `response`; a larger one is judged 0 (`response_too_large`) without
     being read: a response must not escape its zero by running long."""
@@ -174,7 +176,7 @@ class Settings(BaseSettings):
     max_jobs: int = Field(8, ge=1)
     """Jobs running at once (across replicas in queue mode); a new job beyond this is refused
     with 429 and `Retry-After`. Each holds its items' results until it ends, so this is a term of
-    the API's memory ceiling (README.md)."""
+    the API's memory ceiling (docs/operating.md)."""
     max_running_job_bytes: int = Field(32 * 1024 * 1024, ge=1024)
     """Bytes of the requests of the jobs running in one API process (their items live as long as
     the job): a job past it is refused with 429 and `Retry-After`, one larger than it alone with
@@ -215,7 +217,7 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(2, ge=1, le=256)
     """`proctor worker`: chunks one worker takes at a time (each spread over all its processes).
     Two let the next chunk start while one's last items finish; more leave a worker holding
-    chunks that an idle worker could take at a batch's end (benchmarks/README.md, scale_out)."""
+    chunks that an idle worker could take at a batch's end (benchmarks/HISTORY.md, scale_out)."""
 
     environment_probe_interval_s: float = Field(300.0, ge=1.0, le=86400.0)
     """How often a running service (or `proctor worker`) probes its code sandbox's environment

@@ -139,3 +139,17 @@ def test_a_key_in_the_url_stays_out_of_the_access_log() -> None:
         log, _ = server.communicate(timeout=60)
     assert "/v1/openrlhf?api_key=REDACTED" in log
     assert KEY not in log
+
+
+def test_the_schema_says_which_operations_need_a_key(make_server: Callable[..., Server]) -> None:
+    # /docs's "Try it out" sends the key its Authorize button took: every operation but the
+    # probes and (by the default setting) /metrics needs the bearer scheme.
+    srv = make_server(api_keys=(KEY,), metrics_require_key=False)
+    schema = httpx.get(srv.url + "/openapi.json", timeout=60).json()
+    assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert schema["security"] == [{"bearer": []}]
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert schema["paths"][path]["get"]["security"] == [], path
+    assert "security" not in schema["paths"]["/v1/score"]["post"]
+    openrlhf = schema["paths"]["/v1/openrlhf"]["post"]["security"]
+    assert openrlhf == [{"bearer": []}, {"query_key": []}]

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from service.schemas import SpecInfo
+from service.settings import Settings
+
 PROCTOR = [sys.executable, "-m", "service.cli"]
 
 
@@ -52,9 +55,9 @@ def test_score_writes_one_result_per_item_line(tmp_path: Path) -> None:
     # one result per line, blank lines included: result N is line N's
     assert [r["status"] for r in results] == ["ok", "invalid", "invalid", "invalid", "ok"]
     assert results[0]["success"] is True and results[4]["success"] is False
-    assert results[1]["error"]["message"].startswith("line 2, column 2: JSON decode error")
+    assert results[1]["error"]["message"].startswith("line 2, column 2: invalid JSON: ")
     assert results[2]["error"]["message"] == "line 3: a blank line, no item"
-    assert results[3]["error"]["message"].startswith("`response`: ")
+    assert results[3]["error"]["message"].startswith("line 4: `response`: ")
     assert all("elapsed_ms" not in r for r in results)
     assert "2 ok" in done.stderr and "3 invalid" in done.stderr
 
@@ -141,7 +144,30 @@ def test_score_reads_standard_input_and_names_line_and_column(tmp_path: Path) ->
     _, a, b, c, d = (json.loads(line) for line in done.stdout.splitlines())
     assert a["status"] == "ok" and a["success"] is True
     column = lines[1].index(",,") + 2  # the second comma, counted from 1
-    assert b["error"]["message"].startswith(f"line 2, column {column}: JSON decode error")
+    reason = "Expecting property name enclosed in double quotes"
+    assert b["error"]["message"] == f"line 2, column {column}: invalid JSON: {reason}"
     assert c["status"] == "invalid" and c["id"] == "c"
-    assert c["error"]["message"] == "unknown field `oops`"
+    assert c["error"]["message"] == "line 3: unknown field `oops`"
     assert d["error"]["message"] == "line 4: a line must hold one JSON object, the item"
+
+
+def test_help_gives_the_defaults_the_settings_declare() -> None:
+    # One source for a default: the help text reads it from service/settings.py.
+    worker, serve = run("worker", "--help"), run("serve", "--help")
+    concurrency = Settings.model_fields["worker_concurrency"].default
+    assert f"(default {concurrency})" in " ".join(worker.stdout.split())
+    serve_help = " ".join(serve.stdout.split())
+    assert f"(default {Settings.model_fields['port'].default})" in serve_help
+    assert f"(default {Settings.model_fields['host'].default})" in serve_help
+
+
+def test_specs_name_shows_what_get_v1_specs_gives_for_it() -> None:
+    done = run("specs", "prorl-v1")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    info = set(SpecInfo.model_fields)
+    assert info <= set(shown), info - set(shown)
+    assert shown["default"] is False
+    assert shown["domain_hashes"]["math"].startswith("sha256:")
+    default = json.loads(run("specs", Settings().default_spec).stdout)
+    assert default["default"] is True

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import email
 import inspect
+import json
+import os
+import shlex
+import shutil
+import site
 import subprocess
 import sys
 import types
@@ -15,6 +20,7 @@ import proctor_client
 from proctor_client import AsyncProctorClient, ProctorClient
 from proctor_client._async_client import AsyncJobs
 from proctor_client._sync_client import Jobs
+from tests.eval_synthetic import math_row
 
 CLIENTS = Path(__file__).parent.parent / "clients"
 
@@ -94,3 +100,60 @@ def test_the_blocking_faces_say_what_the_async_classes_say() -> None:
             assert inspect.signature(method) == inspect.signature(original)
             assert method.__qualname__ == f"{face.__qualname__}.{name}"
     assert ProctorClient.reached.__doc__
+
+
+LEFT_BEHIND = (".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
+"""What a copy of the checkout leaves out: version control, builds, caches."""
+
+
+def test_the_documented_in_process_install_works_from_the_checkout(tmp_path: Path) -> None:
+    # clients/README's in-process `proctor-eval` set-up, run exactly as written from the checkout's
+    # root into a fresh venv. The venv sees this interpreter's site-packages (the dependencies, so
+    # no index is needed) but must get `proctor` and `proctor-client` from the command itself: a
+    # form whose `proctor` comes from an index, or from another checkout, fails here.
+    from proctor_client.evaluation.cli import LOCAL_INSTALL
+
+    assert f"`{LOCAL_INSTALL}`" in (CLIENTS / "README.md").read_text(encoding="utf-8")
+    checkout = tmp_path / "checkout"  # a copy: the build leaves build/ and *.egg-info behind
+    shutil.copytree(CLIENTS.parent, checkout, ignore=shutil.ignore_patterns(*LEFT_BEHIND))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (packages,) = venv.glob("lib/python*/site-packages")
+    parents = [p for p in [*site.getsitepackages(), site.getusersitepackages()] if Path(p).is_dir()]
+    (packages / "zz_parent.pth").write_text("\n".join(parents) + "\n", encoding="utf-8")
+    python = venv / "bin" / "python"
+    command = shlex.split(LOCAL_INSTALL)
+    assert command[:2] == ["pip", "install"]
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0"}
+    env.pop("PYTHONPATH", None)
+    subprocess.run([str(python), "-m", *command], check=True, timeout=600, cwd=checkout, env=env)
+    generations = tmp_path / "generations.jsonl"
+    rows = [
+        math_row(f"p-{i}", s, "base", "correct" if s else "wrong")
+        for i in range(2)
+        for s in range(2)
+    ]
+    generations.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    probe = (
+        "import service, proctor_client; print(service.__file__); print(proctor_client.__file__)"
+    )
+    where = subprocess.run(
+        [str(python), "-c", probe],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    ).stdout.split()
+    assert all(Path(w).is_relative_to(packages) for w in where), where
+    out = tmp_path / "out"
+    evaluate = [str(venv / "bin" / "proctor-eval"), str(generations), "--out", str(out)]
+    subprocess.run(
+        [*evaluate, "--workers", "1", "--no-progress", "--bootstrap", "100"],
+        check=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
+    scored = (out / "scored.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["result"]["success"] for line in scored] == [False, True] * 2

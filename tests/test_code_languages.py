@@ -53,6 +53,7 @@ def test_a_program_that_does_not_compile_scores_zero_with_the_message(
 ) -> None:
     out = score(language, "broken", backend)
     assert (out.status, out.score, out.details["reason"]) == ("ok", 0.0, "compile_error"), out
+    assert out.details["status"] == "compile_error", out  # not the build's `runtime_error`
     assert "error" in out.details["error"].lower() or "expected" in out.details["error"], out
 
 

@@ -10,11 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import pytest
 
 from proctor_client.evaluation.cli import main
 from proctor_client.evaluation.estimators import chance_pass_at_k, pass_at_k
+from proctor_client.evaluation.plots import histogram_figure
+from proctor_client.evaluation.rows import Generation
 from proctor_client.evaluation.scoring import DEFAULT_SPEC
+from proctor_client.evaluation.store import ScoredRow
+from proctor_client.evaluation.study import options_from, study_from_scored
 from service import cli as proctor_cli
 from tests.eval_synthetic import math_row, rows_with_counts, two_models, write_jsonl
 
@@ -419,3 +424,45 @@ def test_a_study_with_no_judged_row_says_so(
     assert code == 1 and "no row was judged ({'default': {'invalid': 1}})" in err
     stored = json.loads((tmp_path / "o" / "scored.jsonl").read_text())
     assert stored["result"]["error"]["code"] == "unknown_domain"
+
+
+def test_report_text_matches_the_intervals_and_an_empty_list_says_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two models where b solves nothing a does not: "solved only by b (0)" is followed by
+    # "none", not blank lines. The prompt-level rule names the quantile the code uses.
+    counts = {"a": {"m-1": 8, "m-2": 4, "m-3": 2}, "b": {"m-1": 8, "m-2": 0, "m-3": 0}}
+    generations = write_jsonl(tmp_path / "g.jsonl", rows_with_counts(counts, samples=8))
+    code, err = _run(capsys, generations, "--out", tmp_path / "out")
+    assert code == 0, err
+    lines = (tmp_path / "out" / "report.md").read_text().splitlines()
+    empty = lines.index("Prompts solved only by b (0):")
+    assert lines[empty + 1 : empty + 3] == ["", "none"]
+    rule = next(line for line in lines if "prompt level: the variance of" in line)
+    assert "the normal quantile" in rule and "t quantile" not in rule.split(";")[0]
+
+
+def test_the_success_rate_histograms_share_one_axis_of_whole_prompts() -> None:
+    rows, results = [], []
+    for model, solved in (("a", 3), ("b", 1)):
+        for prompt in range(5):
+            for sample in range(4):
+                rows.append(math_row(f"m-{prompt}", sample, model, "correct"))
+                success = sample < solved
+                score = float(success)
+                results.append(
+                    {"status": "ok", "success": success, "score": score, "reward": score}
+                )
+    scored = [
+        ScoredRow(Generation.model_validate(row), {**result, "parsed": True})
+        for row, result in zip(rows, results, strict=True)
+    ]
+    study = study_from_scored(scored, options_from(), DEFAULT_SPEC)
+    fig = histogram_figure(list(study.models.values()))
+    try:
+        first, second = fig.axes
+        assert first.get_shared_y_axes().joined(first, second)
+        ticks = [t for t in first.get_yticks() if first.get_ylim()[0] <= t <= first.get_ylim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    finally:
+        plt.close(fig)

@@ -65,3 +65,17 @@ def test_unknown_spec_on_the_server_is_refused(
         capsys, generations, "--out", tmp_path / "o", "--url", server.url, "--spec", "nope"
     )
     assert code == 2 and "has no spec 'nope'" in err and "prorl-v1" in err
+
+
+def test_a_keyed_server_takes_proctor_api_key_and_a_401_names_the_ways_to_give_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generations = write_jsonl(tmp_path / "g.jsonl", rows_with_counts({"m": {"m-1": 1}}, 2))
+    with running_server(api_keys=("proctor-eval-test-key-01",)) as keyed:
+        monkeypatch.delenv("PROCTOR_API_KEY", raising=False)
+        code, err = _eval(capsys, generations, "--out", tmp_path / "a", "--url", keyed.url)
+        assert code == 2 and "401" in err and "--api-key" in err and "PROCTOR_API_KEY" in err
+        monkeypatch.setenv("PROCTOR_API_KEY", "proctor-eval-test-key-01")
+        code, err = _eval(capsys, generations, "--out", tmp_path / "b", "--url", keyed.url)
+        assert code == 0, err
+        assert len(_results(tmp_path / "b")) == 2

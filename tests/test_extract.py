@@ -16,7 +16,9 @@ from reward_specs.extract import (
     BoxedFallback,
     Fallback,
     answer_is,
+    answer_line,
     extract_answer,
+    hashes_answer,
     last_boxed,
 )
 from reward_specs.puzzles.answers import extract_answer as extract_puzzle_answer
@@ -70,6 +72,56 @@ def test_last_boxed(text: str, expected: str | None) -> None:
 )
 def test_answer_is(text: str, expected: str | None) -> None:
     assert answer_is(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("She pays 3 * 24 = 72 dollars.\n#### 72", "72"),  # GSM8K's own solutions end so
+        ("#### 1,234", "1234"),  # commas removed, as verl does
+        ("#### -7.5", "-7.5"),
+        ("#### 5 then, correcting myself, #### 6", "6"),  # the last one counts
+        ("#### 72.", "72"),  # a sentence's dot is not the number's
+        ("####72", "72"),  # verl wants one space; the number is the same without it
+        ("#### $18", "18"),
+        ("#### 5\n#### none", "5"),  # the last `####` with a number after it, as verl's findall
+        ("#### x", None),
+        ("The answer is 72", None),  # not this format: the spec's extraction reads it
+    ],
+)
+def test_hashes_answer(text: str, expected: str | None) -> None:
+    assert hashes_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("so 5 + 7 = 12.\nAnswer: 12", "12"),  # DAPO's prompt asks for `Answer: $Answer`
+        ("answer: 12", "12"),  # any case, as verl's `(?i)`
+        ("Answer: $\\frac{1}{2}$", "\\frac{1}{2}"),
+        ("Answer: \\boxed{7}.", "7"),  # a box on the line is the answer
+        ("Answer:\n\n 3.14", "3.14"),  # on a later line, as verl's `\\s*` reads it
+        ("Answer: 5\nWait. Answer: 6", "6"),  # the last line counts
+        ("Final Answer: The final answer is $5$. I hope it is correct.", "5"),  # Minerva's
+        ("The answer is 4", None),  # no `Answer:`: the spec's extraction reads it
+    ],
+)
+def test_answer_line(text: str, expected: str | None) -> None:
+    assert answer_line(text) == expected
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="#Answer: 0123456789,.$\n\\{}boxed", max_size=200))
+def test_native_formats_never_raise(text: str) -> None:
+    for read in (hashes_answer, answer_line):
+        answer = read(text)
+        assert answer is None or (answer and answer.strip() == answer)
+
+
+def test_native_formats_read_long_runs_in_one_pass() -> None:
+    assert hashes_answer("#### " * 100_000 + "#### 3") == "3"
+    assert answer_line("Answer:" + "\n" * 200_000) is None
+    assert answer_line("Answer: " * 50_000 + "9") == "9"
 
 
 def test_extract_answer_prefers_the_box() -> None:

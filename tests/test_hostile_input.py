@@ -320,4 +320,9 @@ def test_library_mode_gives_the_same_result_for_every_hostile_item(
             assert result["error"]["code"] == "malformed_item"
             assert result["error"]["message"].startswith(f"line {number}")
         else:
+            error = online.get("error") or {}
+            if online["status"] == "invalid" and error.get("code") == "malformed_item":
+                # a field the reader refused: library mode names the line before the reason
+                named = {**error, "message": f"line {number}: {error['message']}"}
+                online = {**online, "error": named}
             assert _unmeasured(result) == online, (number, line[:200])

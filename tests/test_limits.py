@@ -297,7 +297,7 @@ def test_request_bytes_in_flight_are_bounded(tmp_path: Path) -> None:
     assert all(set(run[:-1]) <= {429} for run in runs), runs
     assert any(len(run) > 1 for run in runs), "no body was ever refused"
     # The budget's bytes, a copy as the body is joined and one decoded: three budgets at most
-    # (without a budget, the senders' bodies are read all at once: benchmarks/README.md).
+    # (without a budget, the senders' bodies are read all at once: benchmarks/HISTORY.md).
     assert grown_mib < 3 * budget / 2**20, grown_mib
     print(f"peak RSS grew {grown_mib:.0f} MiB with {SENDERS} concurrent senders")
 

@@ -1,4 +1,4 @@
-"""The API process stays under the memory ceiling README.md states (`service.memory`), at the
+"""The API process stays under the memory ceiling of docs/operating.md (`service.memory`), at the
 default settings: a real `proctor serve` whose finished jobs' store is filled past its byte
 limit with distinct results (each job's items echo 60 KB of `meta` of their own, so a few jobs
 reach the limit without scoring millions of items), with a running job holding a large request

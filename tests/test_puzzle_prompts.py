@@ -17,6 +17,7 @@ from reward_specs.puzzles import (
     PuzzleReference,
     sample_prompts,
     score_puzzle,
+    system_prompt,
     task_info,
     task_names,
 )
@@ -43,12 +44,13 @@ def test_every_task_gets_a_full_prompt_asking_for_what_its_scorer_reads() -> Non
         for config in (PuzzleConfig(), NEW):
             (entry,) = sample_prompts(task, {}, 0, 1, 0, config)
             system, user = entry["messages"]
-            assert system == {"role": "system", "content": entry["system"]}, task
+            assert system == {"role": "system", "content": system_prompt(task, config)}, task
             assert user == {"role": "user", "content": entry["question"]}, task
+            assert "system" not in entry  # the system prompt once, in the chat
             if task in config.json_block_tasks:
-                assert "```json" in entry["system"] and "<answer>" not in entry["system"]
+                assert "```json" in system["content"] and "<answer>" not in system["content"]
             else:
-                assert "<answer>answer here</answer>" in entry["system"], task
+                assert "<answer>answer here</answer>" in system["content"], task
 
 
 def test_the_boxnet_sample_answered_as_its_prompt_asks_scores_1(client: httpx.Client) -> None:
@@ -64,7 +66,7 @@ def test_the_boxnet_sample_answered_as_its_prompt_asks_scores_1(client: httpx.Cl
         for entry in body["entries"]:
             assert entry["messages"][1]["content"] == entry["question"]
             asked = "```json" if spec.endswith("-2") else "<answer>"
-            assert asked in entry["system"]
+            assert asked in entry["messages"][0]["content"]
             response = wrap.replace("{}", _plan(entry))
             items.append(
                 {"domain": "puzzle", "response": response, "reference": entry["reference"]}

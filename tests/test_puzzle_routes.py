@@ -143,3 +143,18 @@ def test_sample_without_a_body_takes_the_defaults(bare: TestClient) -> None:
     assert bodiless.status_code == 200, bodiless.text
     assert bodiless.json() == bare.post("/v1/puzzles/gcd/sample", json={}).json()
     assert [e["index"] for e in bodiless.json()["entries"]] == list(range(16))
+
+
+def test_the_schema_states_the_default_count_and_entries_carry_one_system_prompt(
+    bare: TestClient,
+) -> None:
+    schema = bare.get("/openapi.json").json()
+    count = schema["components"]["schemas"]["SampleRequest"]["properties"]["count"]
+    assert count["default"] == 16 and "default 16" in count["description"]
+    route = schema["paths"]["/v1/puzzles/{task}/sample"]["post"]
+    assert "`count` defaults to 16" in route["description"]
+    (entry,) = bare.post("/v1/puzzles/gcd/sample", json={"count": 1}).json()["entries"]
+    assert "system" not in entry
+    system, user = entry["messages"]
+    assert system["role"] == "system" and "<answer>" in system["content"]
+    assert user == {"role": "user", "content": entry["question"]}

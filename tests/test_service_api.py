@@ -292,6 +292,10 @@ def test_openapi_describes_the_contract(client: httpx.Client) -> None:
         "/metrics",
     ):
         assert path in schema["paths"], path
+    # /docs's Authorize button: a bearer scheme, required of no operation on this keyless server.
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes["bearer"] == {"type": "http", "scheme": "bearer", "description": "an API key"}
+    assert "security" not in schema
     result = schema["components"]["schemas"]["ScoreResult"]["properties"]
     assert set(result) == {
         "id",
@@ -372,7 +376,11 @@ def test_http_responses_are_counted_by_route_template_and_status_class(
     client.get("/v1/jobs/no-such-job")
     client.post("/v1/score", content=b"{", headers={"content-type": "application/json"})
     client.get("/no/such/path/at/all")
+    for page in ("/docs", "/redoc", "/openapi.json"):  # plain routes: counted by their path
+        assert client.get(page).status_code == 200
     text = client.get("/metrics").text
+    for page in ("/docs", "/redoc", "/openapi.json"):
+        assert f'proctor_http_responses_total{{route="{page}",status="2xx"}}' in text
     assert 'proctor_http_responses_total{route="/v1/jobs/{job_id}",status="4xx"}' in text
     assert 'proctor_http_responses_total{route="/v1/score",status="4xx"}' in text
     assert 'proctor_http_responses_total{route="unmatched",status="4xx"}' in text

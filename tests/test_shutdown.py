@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -132,3 +133,41 @@ def test_sigterm_with_every_worker_and_sandbox_frozen_stops_everything(
     finally:
         for pid in _alive(frozen):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_to_the_process_group_stops_everything_without_a_warning(tmp_path: Path) -> None:
+    # A terminal's or systemd's stop signals the whole group: the workers must wait for the
+    # service to stop them, not die first and be logged as crashed ("exited with code 255").
+    port, log = free_port(), tmp_path / "serve.log"
+    env = {**os.environ, "PROCTOR_SHUTDOWN_GRACE_S": str(GRACE_S)}
+    env["PROCTOR_SANDBOX__BACKEND"] = "local"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "2"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}/readyz"
+        poll(lambda: _answers(url), 120, every=0.2)
+        helpers = descendants(proc.pid)
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=STOP_BOUND_S)  # uvicorn re-raises the signal once it has stopped
+        poll(lambda: not _alive(helpers), 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    # from the moment it was ready: a worker's end may be logged before uvicorn's "Shutting down"
+    stopping = lines[next(i for i, line in enumerate(lines) if " ready: " in line) :]
+    assert not [line for line in stopping if " WARNING " in line or " ERROR " in line], stopping
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

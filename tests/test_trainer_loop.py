@@ -33,8 +33,8 @@ TIMINGS = (
     "time_scoring",
     "time_scoring_and_passes",
     "time_update",
-    "gpu_hours",
-    "gpu_hours_total",
+    "cpu_hours",
+    "cpu_hours_total",
 )
 
 
@@ -65,8 +65,12 @@ def learned(proctor: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_tiny_model_learns_the_digit_task_from_reward(learned: Path) -> None:
-    rewards = [m["reward_mean"] for m in read_metrics(learned / "metrics.jsonl")]
+    metrics = read_metrics(learned / "metrics.jsonl")
+    rewards = [m["reward_mean"] for m in metrics]
     assert len(rewards) == 80
+    # a CPU run counts CPU hours, and claims no GPU hours
+    assert metrics[-1]["cpu_hours_total"] > 0
+    assert not [k for m in metrics for k in m if k.startswith("gpu_hours")]
     early, late = rewards[:5], rewards[-10:]
     assert sum(early) / len(early) < 0.2  # chance is about 0.07
     assert sum(late) / len(late) > 0.6

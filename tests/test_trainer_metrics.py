@@ -3,7 +3,11 @@ other numbers the ranks' mean; with one process the line is that process's."""
 
 from __future__ import annotations
 
-from proctor_client.trainer.metrics import combine_ranks
+import logging
+
+import pytest
+
+from proctor_client.trainer.metrics import combine_ranks, log_step
 
 
 def test_one_rank_is_its_own_line() -> None:
@@ -32,3 +36,22 @@ def test_ranks_combine_by_kind_of_number() -> None:
         "reset": "",
         "reward/math": 0.6,  # only the rank that had math prompts
     }
+
+
+def test_the_step_line_names_the_step_metrics_jsonl_holds(caplog: pytest.LogCaptureFixture) -> None:
+    metrics = {
+        "step": 0,
+        "stage": "main",
+        "reward_mean": 0.5,
+        "score_mean": None,
+        "kl": 0.0,
+        "groups_accepted": 4,
+        "groups_rejected": 1,
+        "sampling_rounds": 1,
+    }
+    with caplog.at_level(logging.INFO, logger="proctor_client.trainer"):
+        log_step(metrics, "1m00s", 80)
+        log_step({**metrics, "step": 79, "sampling_rounds": 3}, "0m00s", 80)
+    first, last = caplog.messages
+    assert first.startswith("step 0 (1/80) [main]") and "in 1 round," in first
+    assert last.startswith("step 79 (80/80) [main]") and "in 3 rounds," in last

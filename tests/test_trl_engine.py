@@ -76,8 +76,9 @@ def test_the_trl_engine_learns_the_tiny_task(proctor: Server, tmp_path: Path) ->
     assert cli.main(argv) == 0
     metrics = read_metrics(tmp_path / "metrics.jsonl")
     assert [m["step"] for m in metrics] == list(range(80))
-    for field in ("stage", "reward_mean", "score_mean", "kl", "entropy", "gpu_hours_total"):
+    for field in ("stage", "reward_mean", "score_mean", "kl", "entropy", "cpu_hours_total"):
         assert field in metrics[-1]
+    assert "gpu_hours_total" not in metrics[-1]  # a CPU run claims no GPU hours
     rewards = [m["reward_mean"] for m in metrics]
     early, late = rewards[:5], rewards[-10:]
     assert sum(early) / len(early) < 0.2  # chance is about 0.07

@@ -231,3 +231,30 @@ def test_a_url_nobody_answers_stops_the_reward_function(server: Server) -> None:
             await gone.aclose()
 
     assert asyncio.run(later_calls()) == [None]
+
+
+def test_what_the_docs_say_trl_does_with_a_none_reward_is_in_trl() -> None:
+    # proctor_client.trl's docstring and clients/README state TRL 1.16's handling of a `None`
+    # reward: NaN, `nansum` across functions, and, when every function gave None, a sample left
+    # out of its group's mean and std with advantage 0. The installed TRL must still do that.
+    import inspect
+
+    from trl.trainer import grpo_trainer
+
+    from proctor_client import trl as proctor_trl
+
+    source = inspect.getsource(grpo_trainer.GRPOTrainer)
+    for step in (
+        "reward if reward is not None else torch.nan",  # None becomes NaN
+        "unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)",
+        "rewards[unscorable_mask] = torch.nan",
+        "torch.nanmean(rewards.view(-1, num_generations), dim=1)",  # the group's mean
+        "nanstd(rewards.view(-1, num_generations), dim=1)",  # and std
+        "advantages = torch.nan_to_num(advantages, nan=0.0)",  # advantage 0
+    ):
+        assert step in source, step
+    readme = " ".join((Path(__file__).parent.parent / "clients" / "README.md").read_text().split())
+    docstring = " ".join((proctor_trl.__doc__ or "").split())
+    for text in (readme, docstring):
+        assert "out of its group's mean and std" in text
+        assert "advantage 0" in text or "advantage is set to 0" in text

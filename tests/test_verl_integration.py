@@ -31,6 +31,8 @@ SAMPLES = [
      "ground_truth": json.dumps({"answer": "B", "choices": ["x", "y"]})},
     {"prompt": "solve it", "response": "done", "data_source": "puzzle",
      "ground_truth": {"task": "no_such_task", "entry": {"question": "q", "answer": "a"}}},
+    {"prompt": "how many clips ?", "response": "so #### 72", "data_source": "openai/gsm8k",
+     "ground_truth": "72"},
 ]  # fmt: skip
 
 
@@ -47,7 +49,7 @@ def test_verl_reward_loop_scores_through_proctor(server: Server) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     outcomes = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert len(outcomes) == 4, done.stdout
+    assert len(outcomes) == 5, done.stdout
     with ProctorClient(server.url) as direct:
         expected = direct.score(
             [
@@ -69,6 +71,9 @@ def test_verl_reward_loop_scores_through_proctor(server: Server) -> None:
     # An unknown puzzle task is `invalid`: verl gets an exception, not a number.
     assert outcomes[3]["error"] == "UnjudgedSample"
     assert "invalid" in outcomes[3]["message"]
+    # GSM8K's own `#### 72`, as verl's gsm8k reward reads it: the data source sets the format.
+    assert outcomes[4]["reward_score"] == 1.0
+    assert outcomes[4]["reward_extra_info"]["proctor_parsed"] == 1.0
 
 
 def test_a_sample_not_judged_by_the_deadline_raises(make_server: Callable[..., Server]) -> None:

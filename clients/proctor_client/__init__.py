@@ -2,7 +2,8 @@
 an evaluator gets. Depends on httpx and pydantic only, so it installs on a trainer's GPU node.
 
 Trainer integrations live in submodules imported on their own: `proctor_client.trl`,
-`proctor_client.verl`; the error codes in `proctor_client.codes`.
+`proctor_client.verl`, `proctor_client.skyrl` (needs skyrl-gym), `proctor_client.verifiers`
+(needs verifiers); the error codes in `proctor_client.codes`.
 """
 
 from proctor_client._async_client import AsyncJobs, AsyncProctorClient

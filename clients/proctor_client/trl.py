@@ -14,11 +14,14 @@ sample's columns), its `finish_reason` from the completion ids (`length` when no
 `max_completion_length`), so that termination penalties apply. An item Proctor did not judge
 (`infra_error`, including the call's deadline) or cannot judge (`invalid`) gets `None`.
 
-What TRL 1.x does with that `None`: it becomes NaN, and the reward functions are summed with
-`nansum`, so beside another reward function the sample gets that function's reward alone; with
-Proctor as the only reward function, the sample's reward is 0 inside its group (a wrong answer,
-in effect). `proctor-train --engine trl` (proctor_client.trainer.trl_engine) masks such samples
-out of the loss and of the group statistics instead.
+What TRL 1.16 (`GRPOTrainer._generate_and_score_completions`) does with that `None`: it becomes
+NaN, and the reward functions are summed with `nansum`, so beside another reward function the
+sample gets that function's reward alone. With Proctor as the only reward function, the sample
+is "unscorable": its reward stays NaN, so it is left out of its group's mean and std (`nanmean`,
+`nanstd`), and its advantage is set to 0; it is not masked, so its tokens still count in the
+loss's normalisation (and in the KL term when `beta` > 0). TRL logs a warning for it. It is not
+scored as a wrong answer. `proctor-train --engine trl` (proctor_client.trainer.trl_engine) masks
+such samples out of the loss entirely.
 
 Until the function has had one answer from the server, a call that cannot connect at all raises
 `ProctorUnreachable` (a wrong URL stops the run at its first step); after that, refusals are

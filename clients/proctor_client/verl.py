@@ -10,6 +10,12 @@ the calls of one event loop within `linger_s` go to Proctor as one request. The 
 `data_source` (`domains`, then `DATA_SOURCE_DOMAINS`, then `default_domain`); the reference from
 `ground_truth` (an object, its JSON text, or a plain gold answer: `{"answer": ...}`).
 
+verl's datasets keep their own formats, and so does this: a math data source whose verl reward
+reads an answer format of its own (`DATA_SOURCE_FORMATS`: GSM8K's `#### 72`, DAPO's `Answer:
+72`) gets that `format` in its reference, and a code ground truth in verl's shape, `{"inputs",
+"outputs", "fn_name"?}` (codecontests, apps, codeforces, taco), becomes a Python `stdio` or
+`fn_name` reference (`code_reference`).
+
 verl has no way to leave a sample out, so a sample Proctor did not judge (`infra_error`) or could
 not judge (`invalid`) is never turned into a number: it is scored again up to `infra_retries`
 times, then `compute_score` raises `UnjudgedSample` and the step fails, to be re-run from a
@@ -25,14 +31,20 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from proctor_client._async_client import AsyncProctorClient
-from proctor_client._coalesce import Coalescer
-from proctor_client._errors import ProctorError
-from proctor_client._loops import PerLoop
-from proctor_client._models import ScoreItem, ScoreResult
+from proctor_client._judged import UnjudgedSample, aclose, coalescer, judged, numbers
+from proctor_client._models import ScoreItem
 from proctor_client._rows import as_reference
 
-__all__ = ["DATA_SOURCE_DOMAINS", "UnjudgedSample", "aclose", "compute_score", "domain_of"]
+__all__ = [
+    "DATA_SOURCE_DOMAINS",
+    "DATA_SOURCE_FORMATS",
+    "UnjudgedSample",
+    "aclose",
+    "code_reference",
+    "compute_score",
+    "domain_of",
+    "reference_of",
+]
 
 DATA_SOURCE_DOMAINS: Mapping[str, str] = {
     "openai/gsm8k": "math",
@@ -54,11 +66,17 @@ DATA_SOURCE_DOMAINS: Mapping[str, str] = {
 }
 """verl's usual `data_source` names; a data source named after a Proctor domain maps to it."""
 
+DATA_SOURCE_FORMATS: Mapping[str, str] = {
+    "openai/gsm8k": "gsm8k",
+    "math_dapo": "math_dapo",
+    "aime24": "math_dapo",
+    "aime25": "math_dapo",
+}
+"""The math reference's `format` for the data sources verl scores by an answer format of their
+own (`verl/utils/reward_score/gsm8k.py`, and `math_dapo.py` for `math_dapo` and `aime*`), unless
+the ground truth states one. A response without that format is read as the spec says."""
+
 PROCTOR_DOMAINS = frozenset({"math", "stem", "code", "puzzle", "ifeval"})
-
-
-class UnjudgedSample(ProctorError):
-    """Proctor could not judge a sample, even after `infra_retries` more tries."""
 
 
 def domain_of(
@@ -78,36 +96,82 @@ def domain_of(
     )
 
 
-def _reference(ground_truth: Any) -> dict[str, Any] | None:
+def reference_of(
+    data_source: str, domain: str, ground_truth: Any, max_code_cases: int | None
+) -> dict[str, Any] | None:
+    """The Proctor reference of a verl ground truth (an object, its JSON text, or a gold answer),
+    in its data source's own format: a math answer format, code tests converted."""
     if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("{"):
         # A gold answer may start with a brace too (a set): then it stays a string.
         with contextlib.suppress(json.JSONDecodeError):
             ground_truth = json.loads(ground_truth)
-    return as_reference(ground_truth)
+    reference = as_reference(ground_truth)
+    if reference is None:
+        return None
+    if domain == "math" and data_source in DATA_SOURCE_FORMATS:
+        reference.setdefault("format", DATA_SOURCE_FORMATS[data_source])
+    if domain == "code" and "inputs" in reference and "outputs" in reference:
+        reference = code_reference(reference, max_code_cases)
+    return reference
 
 
-_coalescers: dict[tuple[Any, ...], PerLoop[Coalescer]] = {}
+def code_reference(ground_truth: Mapping[str, Any], max_cases: int | None = None) -> dict[str, Any]:
+    """verl's code ground truth, `{"inputs": [...], "outputs": [...], "fn_name"?: ...}`, as a
+    Python code reference; `max_cases` keeps the first cases only (verl's own score counts the
+    first 10 of codecontests, apps, codeforces and taco).
+
+    Without `fn_name` each case is stdin and the expected stdout (a list of lines is joined).
+    With it, each input is the call's arguments, one JSON value a line (the stdin verl's
+    sandbox harness reads; a list is taken as the arguments themselves, as APPS stores them),
+    each output the JSON of the return value, which APPS and TACO wrap in a one-element list,
+    and the solution runs after the imports verl's harness puts before it.
+    """
+    inputs, outputs = list(ground_truth["inputs"]), list(ground_truth["outputs"])
+    if len(inputs) != len(outputs):
+        raise ValueError(f"{len(inputs)} inputs but {len(outputs)} outputs in a code ground truth")
+    cases = list(zip(inputs, outputs, strict=True))[:max_cases]
+    fn_name = ground_truth.get("fn_name")
+    if fn_name:
+        tests: dict[str, Any] = {
+            "fn_name": fn_name,
+            "cases": [{"args": _args(i), "expected": _returned(o)} for i, o in cases],
+            "prelude": _FN_PRELUDE,
+        }
+    else:
+        tests = {"stdio": [{"input": _text(i), "output": _text(o)} for i, o in cases]}
+    return {"language": "python", "tests": tests}
 
 
-def _coalescer(
-    url: str, api_key: str | None, spec: str | None, linger_s: float, deadline_s: float | None
-) -> Coalescer:
-    """One per configuration and event loop (verl's reward workers each run their own loop)."""
+_FN_MODULES = [
+    *("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random"),
+    *("statistics", "itertools", "functools", "operator", "io", "sys", "json", "builtins"),
+    "typing",
+]
+_FN_PRELUDE = "".join(f"from {m} import *\n" for m in _FN_MODULES) + "".join(
+    f"import {m}\n" for m in _FN_MODULES if m not in ("builtins", "typing")
+)
+"""What verl's sandbox harness imports before a `fn_name` solution
+(`verl/utils/reward_score/sandbox_fusion/utils.py`): solutions trained on it may lean on it."""
 
-    def make() -> Coalescer:
-        return Coalescer(AsyncProctorClient(url, api_key=api_key), spec, linger_s, 4096, deadline_s)
 
-    per_loop = _coalescers.setdefault((url, api_key, spec, linger_s, deadline_s), PerLoop())
-    return per_loop.get(make)
+def _text(value: Any) -> str:
+    return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-async def aclose() -> None:
-    """Close the connections `compute_score` opened on the running event loop (verl's loop
-    lives as long as its worker; call this before closing a loop of your own)."""
-    for per_loop in list(_coalescers.values()):
-        batcher = per_loop.pop()
-        if batcher is not None:
-            await batcher.client.aclose()
+def _args(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    text = str(value)
+    return [json.loads(line) for line in text.strip("\n").split("\n")] if text.strip() else []
+
+
+def _returned(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value[0] if isinstance(value, list) and len(value) == 1 else value
 
 
 async def compute_score(
@@ -122,6 +186,7 @@ async def compute_score(
     domains: Mapping[str, str] | None = None,
     default_domain: str | None = None,
     infra_retries: int = 2,
+    max_code_cases: int | None = None,
     linger_s: float = 0.02,
     deadline_s: float | None = 600.0,
     **kwargs: Any,
@@ -129,38 +194,23 @@ async def compute_score(
     """`{"score": reward, ...}` for one sample, with Proctor's numbers as extra info
     (`proctor_score`, `proctor_success`, `proctor_parsed`, `proctor_penalty`).
 
-    `url` and `api_key` default to `PROCTOR_URL` and `PROCTOR_API_KEY`. Other keyword arguments
-    verl passes (a reward router's address, ...) are accepted and ignored.
+    `url` and `api_key` default to `PROCTOR_URL` and `PROCTOR_API_KEY`. `max_code_cases` keeps
+    the first cases of a code ground truth in verl's shape (a problem with more tests than the
+    spec's `max_tests` is otherwise `invalid`, and raises). Other keyword arguments verl passes (a
+    reward router's address, ...) are accepted and ignored.
     """
     url = url or os.environ.get("PROCTOR_URL")
     if not url:
         raise ValueError("no Proctor URL: set reward_kwargs.url or PROCTOR_URL")
+    domain = domain_of(data_source, domains, default_domain)
     item = ScoreItem(
-        domain=domain_of(data_source, domains, default_domain),
+        domain=domain,
         response=solution_str,
-        reference=_reference(ground_truth),
+        reference=reference_of(data_source, domain, ground_truth, max_code_cases),
     )
-    batcher = _coalescer(
+    batcher = coalescer(
         url, api_key or os.environ.get("PROCTOR_API_KEY"), spec, linger_s, deadline_s
     )
-    result: ScoreResult = await batcher.score_one(item)
-    for _ in range(infra_retries):
-        if result.status != "infra_error":
-            break
-        result = await batcher.score_one(item)
-    if result.status != "ok" or result.reward is None:
-        code = result.error.code if result.error else result.status
-        reason = result.error.message if result.error else ""
-        raise UnjudgedSample(
-            f"Proctor did not judge a {item.domain} sample of {data_source!r} "
-            f"({result.status}: {code}: {reason}); verl cannot leave it out, and a 0 would bias "
-            "its group's advantages",
-            detail=result.error,
-        )
-    return {
-        "score": result.reward,
-        "proctor_score": result.score if result.score is not None else result.reward,
-        "proctor_success": float(bool(result.success)),
-        "proctor_parsed": float(bool(result.parsed)),
-        "proctor_penalty": sum(result.penalties.values()),
-    }
+    what = f"a {item.domain} sample of {data_source!r}"
+    result, reward = await judged(batcher, item, infra_retries, what, "verl")
+    return {"score": reward, **numbers(result)}

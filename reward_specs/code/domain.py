@@ -193,9 +193,12 @@ def _run_programs(
     ):
         raise SandboxError(f"the sandbox has no working compiler: {tail(run.build.stderr, 300)}")
     if run.build is not None and run.build.status != "ok":
+        # a build that exited non-zero is the sandbox's `runtime_error`: here, a compile error
+        # (a build out of time or memory keeps its status)
+        failed = run.build.status
         return Judgement.zero(
             "compile_error",
-            status=run.build.status,
+            status="compile_error" if failed == "runtime_error" else failed,
             error=tail(run.build.stderr or run.build.stdout, 4 * config.diff_chars),
         ), run.executions
     if len(run.executions) != len(request.executions):

@@ -10,7 +10,7 @@ stdio test is one execution of the built program. The toolchains are Debian 12's
 What differs per language, and why:
 
 - Java: `javac` then `java` with a serial GC, one JIT compiler thread, client-level JIT (a
-  cheaper start-up, paid once per test; see benchmarks/README.md) and the heap capped at the
+  cheaper start-up, paid once per test; see benchmarks/HISTORY.md) and the heap capped at the
   spec's memory limit.
   The JVM reserves address space it never touches (code cache, class space, a malloc arena per
   thread), so its RLIMIT_AS is the memory limit plus `RESERVE_BYTES`; its resident memory is

@@ -1,8 +1,10 @@
 """Math: the final answer checked for equivalence with math-verify (binary reward).
 
 The answer is the last `\\boxed{}` of the (reasoning-stripped) response, else the configured
-fallbacks. Both sides are parsed by math-verify's LaTeX extraction, the gold as `\\boxed{gold}`, and
-compared with `verify` under the spec's rounding and strictness. math-verify bounds its work with
+fallbacks; a reference with a `format` has its dataset's own answer read first (GSM8K's `####`,
+DAPO's `Answer:` line), so that a response trained to that format is not scored unparsed. Both
+sides are parsed by math-verify's LaTeX extraction, the gold as `\\boxed{gold}`, and compared
+with `verify` under the spec's rounding and strictness. math-verify bounds its work with
 `signal.alarm`, which is why this scorer runs on the main thread of a worker process.
 
 With `careful` on, a second layer stands around math-verify (`reward_specs/math/rules.py`): the
@@ -21,7 +23,8 @@ against math-verify.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -29,9 +32,11 @@ from reward_specs import faults
 from reward_specs.caches import Cache
 from reward_specs.extract import (
     BoxedFallback,
+    answer_line,
     extract_answer,
     final_boxes,
     final_sentence,
+    hashes_answer,
     stated_sentence,
 )
 from reward_specs.lazy import lazy_import
@@ -66,7 +71,14 @@ if TYPE_CHECKING:
 else:  # imported at first use (reward_specs.lazy)
     sympy = lazy_import("sympy")
 
-__all__ = ["SCORER", "MathConfig", "MathReference", "equivalent", "math_answer_key"]
+__all__ = [
+    "SCORER",
+    "AnswerFormat",
+    "MathConfig",
+    "MathReference",
+    "equivalent",
+    "math_answer_key",
+]
 
 
 class MathConfig(DomainConfig):
@@ -95,10 +107,23 @@ class MathConfig(DomainConfig):
     added_later: ClassVar[frozenset[str]] = frozenset({"careful", "prose_answer"})
 
 
+AnswerFormat = Literal["gsm8k", "math_dapo"]
+"""Where a dataset's own responses state their answer: `gsm8k` the number after the last `####`,
+`math_dapo` the last `Answer:` line (`reward_specs.extract`)."""
+
+_FORMATS: dict[AnswerFormat, Callable[[str], str | None]] = {
+    "gsm8k": hashes_answer,
+    "math_dapo": answer_line,
+}
+
+
 class MathReference(ReferenceModel):
     model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
 
     answer: str = Field(..., min_length=1)
+    format: AnswerFormat | None = None
+    """The dataset's own answer format, read first; a response without it is read as the spec
+    says (the last box, then the fallbacks). Without it, the spec's reading alone."""
 
     @property
     def question(self) -> str | None:
@@ -320,6 +345,10 @@ def score_math(
 ) -> Judgement:
     """Final answer (last `\\boxed{}`) checked for equivalence with math-verify; 0/1."""
     units = question_units(reference.question) if config.careful else None
+    if reference.format is not None:
+        native = _FORMATS[reference.format](response)
+        if native:
+            return _judged(reference.answer, native, reference.format, config, units, None)
     boxes = final_boxes(response) if config.careful else []
     if len(boxes) > 1 and _gold_is_a_list(reference.answer, config):
         return _judged(reference.answer, ", ".join(boxes), "boxes", config, units, boxes[-1])
@@ -367,8 +396,9 @@ def _judged(
 
 def math_answer_key(response: str, config: MathConfig) -> str:
     """All that `score_math` reads of a response: the extracted answer and where it was found
-    (the last `\\boxed{}`, else the fallbacks; each a single linear scan), and with the careful
-    rules the boxes that end it together, with prose answers the sentence that states it."""
+    (the last `\\boxed{}`, else the fallbacks; each a single linear scan), with the careful
+    rules the boxes that end it together, with prose answers the sentence that states it, and
+    the answers a reference's `format` would read."""
     boxes = final_boxes(response) if config.careful else []
     answer, source = _extracted(response, boxes, config)
     key = "none" if answer is None else f"{source}:{answer}"
@@ -376,6 +406,11 @@ def math_answer_key(response: str, config: MathConfig) -> str:
         key += "\x00boxes:" + "\x00".join(boxes)
     if config.prose_answer and source != "boxed":
         key += "\x00prose:" + (stated_sentence(response) or final_sentence(response))
+    # What a reference's `format` reads first (the key does not see the reference).
+    for name, read in _FORMATS.items():
+        native = read(response)
+        if native:
+            key += f"\x00{name}:{native}"
     return key
 
 

@@ -18,7 +18,7 @@ generates entries of seed 0 only (others are refused as `generation_failed`).
 
 Datasets are built once per
 process and kept in a bounded LRU cache, and so are regenerated entries: building some datasets
-and generating some entries costs far more than scoring an answer (benchmarks/README.md).
+and generating some entries costs far more than scoring an answer (benchmarks/HISTORY.md).
 Cached entries are shared: callers must not mutate them.
 
 Everything the *reference* gets wrong (an unknown task, a config the dataset refuses, an index out
@@ -31,7 +31,7 @@ Memory: a puzzle item stacks on five caches (`reward_specs.caches`), which hold 
 ("puzzles.datasets", "puzzles.scoring_datasets" and "puzzles.entries" here, "puzzles.verdicts" and
 "puzzles.gold_probes" in `puzzles.domain`), beside `TASK_INFO_CACHE_SIZE` small `TaskInfo`s. D is
 one dataset instance and E one entry, both set by the task and its config (the largest at default
-configs are in benchmarks/README.md, from benchmarks/cache_footprint.py); V is one verdict, whose
+configs are in benchmarks/HISTORY.md, from benchmarks/cache_footprint.py); V is one verdict, whose
 key holds the extracted answer (so at most the response) and whose details hold at most 2,000
 characters of it, 500 of a scorer's exception and 25 violations; P is one probe, whose key is the
 entry's (the config's JSON, or the whole entry's for an entry by value). The engine's

@@ -50,15 +50,14 @@ def sample_prompts(
     start: int,
     config: PuzzleConfig,
 ) -> list[dict[str, Any]]:
-    """`sample_entries`, each with the full prompt: `system`, and `messages` (the system prompt
-    and the question as a chat), for the spec whose puzzle config is `config`. A config over
+    """`sample_entries`, each with the full prompt, `messages` (the system prompt and the
+    question as a chat), for the spec whose puzzle config is `config`. A config over
     the sampling bounds (`bounds.SAMPLE_BOUNDS`) is refused before any entry is built."""
     check_sample_bounds(task, dataset_config)
     system = system_prompt(task, config)
     entries = sample_entries(task, dataset_config, seed, count, start)
     for entry in entries:
         question = entry.get("question", "")
-        entry["system"] = system
         entry["messages"] = [
             {"role": "system", "content": system},
             {"role": "user", "content": question},

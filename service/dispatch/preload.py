@@ -14,7 +14,13 @@ the collections that would run among them walk ever more objects to free almost 
 collection at the end, then the warmed objects are frozen (`gc.freeze`), so that no child's
 collection, its first one included, walks them again; the thresholds stay as they are for the
 other children it forks (puzzle sampling). Only the fork server imports this module; outside
-one started that way (no `WARM_ENV`), the import does nothing.
+one started that way (no `WARM_ENV`), the import warms nothing.
+
+The fork server ignores SIGTERM, as multiprocessing has it ignore SIGINT, and so do the children
+it forks: the service decides when they stop. A SIGTERM sent to the whole process group (a
+terminal, systemd's default) would otherwise end them before the service's grace period, and
+the pool would read each worker's end as a crash (exit code 255: the fork server that reports
+it is gone too). The fork server still exits with the service (its `alive` pipe closes).
 
 The fork server must survive whatever happens here: a registry that fails to load or an example
 that raises is logged and left to the workers, which report it as they always have.
@@ -26,6 +32,7 @@ import gc
 import json
 import logging
 import os
+import signal
 from pathlib import Path
 
 from reward_specs import ScoreContext
@@ -58,4 +65,5 @@ def _warm_from_environment() -> None:
     gc.freeze()
 
 
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
 _warm_from_environment()

@@ -79,7 +79,7 @@ def worker_main(
     """Serve chunks until the pipe closes. `progress` is a shared array of two doubles where the
     worker publishes the position it is scoring and when it started (see pool.py)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service decides when workers stop
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (service.dispatch.preload says why)
     limit_address_space(memory_mb)
     registry, specs = _load(registry_path, spec_dirs)
     ctx = ScoreContext()

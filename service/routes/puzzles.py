@@ -37,6 +37,10 @@ router = APIRouter(tags=["puzzles"])
 log = logging.getLogger(__name__)
 
 
+DEFAULT_SAMPLE_COUNT = 16
+"""Entries a sample call gives when its body names no `count`."""
+
+
 class PuzzleTask(BaseModel):
     task: str
     category: str
@@ -61,7 +65,13 @@ class SampleRequest(BaseModel):
     seed: int = Field(0, ge=0)
     """Entries of different seeds never share an entry (seed space 2: the dataset seeded
     `seed * 2**32`)."""
-    count: int = Field(16, ge=1, le=MAX_SAMPLE_COUNT)
+    count: int = Field(
+        DEFAULT_SAMPLE_COUNT,
+        ge=1,
+        le=MAX_SAMPLE_COUNT,
+        description=f"How many entries (default {DEFAULT_SAMPLE_COUNT}, at most "
+        "`max_sample_count` of GET /v1/puzzles).",
+    )
     start: int = Field(0, ge=0, le=SEED_STRIDE - MAX_SAMPLE_COUNT)
     """Index of the first entry: entries `start .. start+count-1` of the dataset. At most
     2**32 - `max_sample_count`, so that every entry is within one seed's range (indices below
@@ -74,10 +84,9 @@ class SampleRequest(BaseModel):
 class PuzzleEntry(BaseModel):
     index: int
     question: str
-    system: str
-    """The system prompt: the answer format the spec's scorer reads for this task."""
     messages: list[dict[str, str]]
-    """The full prompt a model must see, as a chat: the system prompt, then the question."""
+    """The full prompt a model must see, as a chat: the system prompt (the answer format the
+    spec's scorer reads for this task), then the question."""
     answer: str | None
     """The gold answer where the task has one (Boxnet and graph colouring have none)."""
     metadata: dict[str, Any]
@@ -129,10 +138,11 @@ async def list_puzzles() -> PuzzleList:
     description="Entries `start .. start+count-1` of the task's dataset for `config` and "
     "`seed`, exactly as `reasoning_gym.create_dataset(task, **config, seed=seed * 2**32)` "
     "produces them (seed space 2: no two (seed, index) share an entry), "
-    "each with the full prompt (`system`, `messages`) asking for the answer format that `spec`'s "
-    "scorer reads. "
+    "each with the full prompt (`messages`: the system prompt asking for the answer format that "
+    "`spec`'s scorer reads, then the question). "
     "An unknown task is a 404; a config the dataset refuses, a 422 naming it. The body is "
-    "optional: without one, the first 16 entries of the default config with seed 0.",
+    f"optional: without one, the first {DEFAULT_SAMPLE_COUNT} entries of the default config with "
+    f"seed 0; `count` defaults to {DEFAULT_SAMPLE_COUNT}.",
     responses={404: {"description": "Unknown task"}, 422: {"description": "Bad config"}},
 )
 async def sample(
@@ -160,7 +170,6 @@ async def sample(
             PuzzleEntry(
                 index=e["index"],
                 question=e.get("question", ""),
-                system=e["system"],
                 messages=e["messages"],
                 answer=e.get("answer"),
                 metadata=e.get("metadata") or {},

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,10 @@ from proctor_client.evaluation.store import (
 from proctor_client.evaluation.study import study_from_scored
 
 __all__ = ["main"]
+
+LOCAL_INSTALL = 'pip install . "./clients[eval]"'
+"""How in-process scoring is installed, run from the checkout's root: the server package is on no
+index, so it comes from the checkout beside the evaluator (clients/README, tested as written)."""
 
 BATCH = 4096
 """Rows handed to the scorer at a time (the progress bar moves within a batch)."""
@@ -66,7 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", default=None, help=f"reward spec name (default {DEFAULT_SPEC})")
     p.add_argument("--spec-dir", type=Path, action="append", default=[], help="extra specs")
     p.add_argument("--url", default=None, help="score against this Proctor service instead")
-    p.add_argument("--api-key", default=None, help="bearer token for --url")
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("PROCTOR_API_KEY") or None,
+        help="bearer token for --url (default: PROCTOR_API_KEY)",
+    )
     p.add_argument("--workers", type=int, default=None, help="scoring processes (default: cores)")
     p.add_argument(
         "--sandbox-backend",
@@ -114,11 +123,12 @@ def _scorer(args: argparse.Namespace) -> RowScorer:
 
         return RemoteScorer(args.url, spec, api_key=args.api_key)
     try:
-        from proctor_client.local import LocalScorer  # the [local] extra: the server package
+        from proctor_client.local import LocalScorer  # needs the server package
     except ImportError as exc:
         raise SystemExit(
             f"proctor-eval: in-process scoring needs the proctor server package ({exc}); "
-            "install it, or score against a service with --url"
+            f"install it from the checkout's root with `{LOCAL_INSTALL}`, "
+            "or score against a service with --url"
         ) from exc
     return LocalScorer.with_sandbox(
         spec, args.spec_dir, args.workers, args.sandbox_backend, args.registry

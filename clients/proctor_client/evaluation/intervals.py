@@ -3,10 +3,11 @@
 Every pass@k average lies in [0, 1], and the bootstrap is used here for one thing only: the
 variance of the study's estimate under its design (strata, declared weights, two-level draws).
 The interval is then the Wilson score interval with an effective sample size,
-`n_eff = m (1 - m) / variance`, and Student's t quantile in place of the normal one (Korn and
-Graubard's interval for a survey proportion). On binary per-prompt values (pass@n, a prompt
-solved at least once) it is Wilson's interval on the prompts, which keeps its coverage near 0 and 1
-and on 30 prompts, where a percentile bootstrap, a Wald interval on the same values, does not.
+`n_eff = m (1 - m) / variance`, and, at the recipe level, Student's t quantile in place of the
+normal one (Korn and Graubard's interval for a survey proportion). On binary per-prompt values
+(pass@n, a prompt solved at least once) it is Wilson's interval on the prompts, which keeps its
+coverage near 0 and 1 and on 30 prompts, where a percentile bootstrap, a Wald interval on the
+same values, does not.
 
 Two levels, side by side:
 

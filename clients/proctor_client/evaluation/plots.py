@@ -12,11 +12,13 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from proctor_client.evaluation.analysis import Curve, ModelSummary, Study
 from proctor_client.evaluation.paired import Paired
 
-__all__ = ["draw_all", "slug"]
+__all__ = ["draw_all", "histogram_figure", "slug"]
 
 DPI = 110
 
@@ -101,15 +103,25 @@ def _families(study: Study, path: Path) -> bool:
     return True
 
 
-def _histogram(models: Sequence[ModelSummary], path: Path) -> None:
-    fig, axes = plt.subplots(1, len(models), figsize=(4 * len(models), 3.2), squeeze=False)
+def histogram_figure(models: Sequence[ModelSummary]) -> Figure:
+    """Per model, how many prompts have each success rate: one y axis for all (the models'
+    bars compare), counted in whole prompts."""
+    fig, axes = plt.subplots(
+        1, len(models), figsize=(4 * len(models), 3.2), squeeze=False, sharey=True
+    )
     bins = [i / 20 for i in range(21)]
     for ax, summary in zip(axes.flat, models, strict=True):
         ax.hist(summary.success_rates, bins=bins, color="tab:blue", edgecolor="white")
         ax.set_title(summary.name, fontsize=10)
         ax.set_xlabel("per-prompt success rate c/n")
-        ax.set_ylabel("prompts")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.flat[0].set_ylabel("prompts")
     fig.tight_layout()
+    return fig
+
+
+def _histogram(models: Sequence[ModelSummary], path: Path) -> None:
+    fig = histogram_figure(models)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
 

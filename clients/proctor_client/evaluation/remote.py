@@ -28,6 +28,13 @@ def fetch_spec(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     with httpx.Client(base_url=url, headers=headers, transport=transport, timeout=60.0) as http:
         response = http.get("/v1/specs")
+    if response.status_code == 401:
+        given = "was refused" if api_key else "is needed"
+        raise ProctorError(
+            f"GET {url}/v1/specs answered 401: an API key {given}; "
+            "pass --api-key KEY or set PROCTOR_API_KEY",
+            401,
+        )
     if response.status_code != 200:
         raise ProctorError(
             f"GET {url}/v1/specs answered {response.status_code}", response.status_code

@@ -145,8 +145,8 @@ def _bootstrap_rule(study: Study) -> str:
         first = "prompts (all samples of a prompt together)"
     rule = (
         f"prompt level: the variance of {o.resamples} bootstrap resamples of {first}, the same "
-        "draw for every seed, made a Wilson interval with that effective sample size and a t "
-        "quantile"
+        "draw for every seed, made a Wilson interval with that effective sample size and the "
+        "normal quantile"
     )
     seeded = any(len(s.seeds) > 1 for s in study.models.values())
     if seeded:
@@ -405,6 +405,8 @@ def _paired_section(name: str, p: Paired, figure: str, study: Study) -> list[str
     for label, listed, other in ((p.a, p.only_a, p.b), (p.b, p.only_b, p.a)):
         md.append(f"Prompts solved only by {label} ({len(listed)}):")
         md.append("")
+        if not listed:
+            md.append("none")
         for q in listed[:LISTED]:
             bound = (
                 f", rate < {q.other_upper_bound:.4f} ({1 - alpha:.0%} one-sided)"

@@ -1,8 +1,8 @@
 """Scoring a study's rows: one small protocol, two implementations.
 
-`proctor_client.local.LocalScorer` scores in-process through the service (the [local] extra);
-`remote.RemoteScorer` asks a running service. Both give, for every row, the result object the
-service gives for the same item and spec.
+`proctor_client.local.LocalScorer` scores in-process through the service (the server package,
+installed beside it); `remote.RemoteScorer` asks a running service. Both give, for every row, the
+result object the service gives for the same item and spec.
 
 A result is a plain JSON object (what scored.jsonl stores): `status`, `reward`, `score`,
 `success`, `parsed`, `penalties`, `details`, `error`, `elapsed_ms`, and `id` (always null here).

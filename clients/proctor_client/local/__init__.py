@@ -1,5 +1,5 @@
 """In-process scoring for the evaluator, through the service's own dispatcher (the
-`proctor-client[local]` extra, which installs the server package).
+server package, installed from the checkout beside the client: `pip install . "./clients[eval]"`).
 
 The only part of `proctor_client` that imports the server's packages (`service`, `reward_specs`,
 `sandboxes`); `proctor_client.evaluation` reaches it lazily, for `proctor-eval` without `--url`.

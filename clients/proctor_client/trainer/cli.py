@@ -17,7 +17,7 @@ from proctor_client.trainer.proctor import ProctorUnreachable
 __all__ = ["main"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="proctor-train",
         description="Train a causal LM with GRPO (the ProRL recipe), scored by Proctor. "
@@ -40,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
         "--verbose", action="store_true",
         help="also log every HTTP request (httpx's INFO lines; off by default)",
     )  # fmt: skip
-    options = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.INFO if options.verbose else logging.WARNING)

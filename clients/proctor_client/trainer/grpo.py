@@ -396,7 +396,7 @@ def train(
                     metrics.update(validate(rollouts, run, held_out, stage, step, world))
                 metrics.update(step_metrics(batch, sums, run))
                 metrics = combine_ranks(world.gather(metrics))
-                _device_hours(metrics, run, world, time.perf_counter() - began)
+                run.count_device_time(metrics, world.size, time.perf_counter() - began)
                 if metrics_log is not None:
                     metrics_log.write(metrics)
                 log_step(metrics, clock.tick(), end_step)
@@ -442,14 +442,6 @@ def run_scorer(args: Args, url: str, api_key: str | None) -> BackgroundScorer:
         api_key=api_key,
         reached=True,  # the preflight had its answers
     )
-
-
-def _device_hours(metrics: dict[str, Any], run: RunState, world: World, seconds: float) -> None:
-    """Devices (the ranks: GPUs, or CPU processes) times the step's wall time, and the total."""
-    hours = world.size * seconds / 3600
-    run.device_hours_total += hours
-    metrics["gpu_hours"] = hours
-    metrics["gpu_hours_total"] = run.device_hours_total
 
 
 def _score(result: ScoreResult) -> float:

@@ -90,10 +90,13 @@ class StepClock:
 
 
 def log_step(metrics: dict[str, Any], eta: str, end: int) -> None:
-    """One line per step: `step i/N`, the stage, reward, score, KL, groups and the ETA."""
+    """One line per step: `step i (i+1/N)` (i as metrics.jsonl's `step`, counted from 0), the
+    stage, reward, score, KL, groups and the ETA."""
+    rounds = metrics["sampling_rounds"]
     log.info(
-        "step %d/%d [%s] reward %s score %s kl %.4f groups %d accepted, %d rejected in %d "
-        "rounds, ETA %s",
+        "step %d (%d/%d) [%s] reward %s score %s kl %.4f groups %d accepted, %d rejected in %d "
+        "%s, ETA %s",
+        metrics["step"],
         metrics["step"] + 1,
         end,
         metrics["stage"],
@@ -102,7 +105,8 @@ def log_step(metrics: dict[str, Any], eta: str, end: int) -> None:
         metrics["kl"],
         metrics["groups_accepted"],
         metrics["groups_rejected"],
-        metrics["sampling_rounds"],
+        rounds,
+        "round" if rounds == 1 else "rounds",
         eta,
     )
 

@@ -53,6 +53,16 @@ class RunState:
     device_hours_total: float = 0.0
     """Devices times wall time of every step since the start of the run, in hours."""
 
+    def count_device_time(self, metrics: dict[str, Any], ranks: int, seconds: float) -> None:
+        """Devices (the ranks) times the step's wall time, and the total since the start, as
+        `gpu_hours` / `gpu_hours_total` when the ranks run on GPUs and `cpu_hours` /
+        `cpu_hours_total` when they run on CPUs: a CPU run reports no GPU hours."""
+        hours = ranks * seconds / 3600
+        self.device_hours_total += hours
+        kind = "gpu" if self.cuda else "cpu"
+        metrics[f"{kind}_hours"] = hours
+        metrics[f"{kind}_hours_total"] = self.device_hours_total
+
     @staticmethod
     def create(args: Args, policy: PreTrainedModel, sampler: PromptSampler) -> RunState:
         """A fresh run's state: the reference a frozen copy of the policy, AdamW with a linear

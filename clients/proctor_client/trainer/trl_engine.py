@@ -223,9 +223,7 @@ class _Run:
             metrics.update(validate(rollouts, self.run, self.validation, stage, step, self.world))
         seconds = time.perf_counter() - self.began
         metrics["time_step"] = seconds
-        metrics["gpu_hours"] = hours = self.world.size * seconds / 3600
-        self.run.device_hours_total += hours
-        metrics["gpu_hours_total"] = self.run.device_hours_total
+        self.run.count_device_time(metrics, self.world.size, seconds)
         if self.metrics_log is not None:
             self.metrics_log.write(metrics)
         log_step(metrics, self.clock.tick(), self.end_step)

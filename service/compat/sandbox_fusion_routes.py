@@ -1,7 +1,7 @@
 """The SandboxFusion-compatible routes, at `/compat/sandbox-fusion/` and, for a server with
-keys, `/compat/sandbox-fusion/k/{KEY}/` (`service.compat.keys`): `run_code`, `run_jupyter`,
-`submit` and `v1/ping`, on `/v1/run`'s pool, bounds and fairness (docs/api.md, "SandboxFusion
-compatibility").
+keys, `/compat/sandbox-fusion/k/{KEY}/` (the key checked and redacted by `service.compat.keys`):
+`run_code`, `run_jupyter`, `submit` and `v1/ping`, on `/v1/run`'s pool, bounds and fairness
+(docs/api.md, "SandboxFusion compatibility").
 
 A request waits for a sandbox of the run pool up to `compat.queue_wait_s`; past that, on its
 key's request limit, and on any failure of ours, the answer is a 504 with a SandboxFusion body
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Request
+from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from service.compat.keys import REDACTED, require_path_key
+from service.compat.keys import prefixes
 from service.compat.sandbox_fusion import (
     EvalResult,
     Plan,
@@ -43,7 +43,7 @@ from service.runs import RunOutcome
 from service.schemas import ScoreItem
 from service.state import AppState
 
-__all__ = ["CLAMPED_HEADER", "PREFIX", "RETRY_AFTER_S", "router"]
+__all__ = ["CLAMPED_HEADER", "PREFIX", "RETRY_AFTER_S", "ROUTES", "router"]
 
 log = logging.getLogger(__name__)
 
@@ -53,22 +53,6 @@ RETRY_AFTER_S = 1
 """What a 504 tells the client to wait (verl waits 1 s, then 2 s, whatever it is told)."""
 
 router = APIRouter(tags=["compat: SandboxFusion"])
-
-
-def _key_segment(
-    request: Request,
-    key: Annotated[
-        str,
-        Path(
-            description="An API key of this server. Log lines, metrics and this document "
-            f"show it as `{REDACTED}`.",
-            examples=[REDACTED],
-        ),
-    ],
-) -> None:
-    """The key segment of the keyed routes: read (and redacted) by `PathKeys` before routing,
-    whose verdict this enforces."""
-    require_path_key(request)
 
 
 def _json(
@@ -192,9 +176,11 @@ _ROUTES: list[tuple[str, str, Callable[..., Any], Any, dict[int | str, dict[str,
     ("GET", "/v1/ping", ping, str, {401: _RESPONSES[401]}, "SandboxFusion's ping: `pong`."),
 ]  # fmt: skip
 """(method, path, endpoint, response model, responses, description) of each route, served at
-`PREFIX` and at `PREFIX/k/{key}`."""
+`PREFIX` and at its keyed form, `PREFIX/k/REDACTED` (`service.compat.keys`)."""
 
-for prefix, keyed in ((PREFIX, []), (f"{PREFIX}/k/{{key}}", [Depends(_key_segment)])):
+ROUTES = tuple(path for _, path, *_ in _ROUTES)
+
+for prefix in prefixes(PREFIX):
     for method, path, endpoint, model, responses, description in _ROUTES:
         router.add_api_route(
             prefix + path,
@@ -202,7 +188,6 @@ for prefix, keyed in ((PREFIX, []), (f"{PREFIX}/k/{{key}}", [Depends(_key_segmen
             methods=[method],
             response_model=model,
             responses=responses,
-            dependencies=keyed,
             summary=description.partition(":")[0],
             description=description,
         )

@@ -14,9 +14,12 @@ __all__ = [
     "CANCELLED",
     "DEADLINE_EXCEEDED",
     "DISPATCH_ERROR",
+    "DOMAIN_NOT_IN_SPEC",
     "ENVIRONMENT_CHANGED",
     "JOB_FAILED",
     "JOB_LOST",
+    "JUDGE_TIMEOUT",
+    "JUDGE_UNAVAILABLE",
     "MALFORMED_ITEM",
     "POOL_CRASHED",
     "RESULT_TOO_LARGE",
@@ -37,6 +40,7 @@ MALFORMED_ITEM: Final = "malformed_item"
 UNKNOWN_DOMAIN: Final = "unknown_domain"
 UNSERIALISABLE_ITEM: Final = "unserialisable_item"
 UNKNOWN_SPEC: Final = "unknown_spec"
+DOMAIN_NOT_IN_SPEC: Final = "domain_not_in_spec"
 
 # An item's or a run's `infra_error` (ours: the item was not judged).
 SCORER_ERROR: Final = "scorer_error"
@@ -48,6 +52,8 @@ SANDBOX_ERROR: Final = "sandbox_error"
 SANDBOX_UNAVAILABLE: Final = "sandbox_unavailable"
 SHUTTING_DOWN: Final = "shutting_down"
 ENVIRONMENT_CHANGED: Final = "environment_changed"
+JUDGE_UNAVAILABLE: Final = "judge_unavailable"
+JUDGE_TIMEOUT: Final = "judge_timeout"
 
 # A job's `error`.
 CANCELLED: Final = "cancelled"
@@ -62,6 +68,7 @@ SERVER_CODES: Final = frozenset(
         UNKNOWN_DOMAIN,
         UNSERIALISABLE_ITEM,
         UNKNOWN_SPEC,
+        DOMAIN_NOT_IN_SPEC,
         SCORER_ERROR,
         DEADLINE_EXCEEDED,
         DISPATCH_ERROR,
@@ -71,6 +78,8 @@ SERVER_CODES: Final = frozenset(
         SANDBOX_UNAVAILABLE,
         SHUTTING_DOWN,
         ENVIRONMENT_CHANGED,
+        JUDGE_UNAVAILABLE,
+        JUDGE_TIMEOUT,
         CANCELLED,
         JOB_FAILED,
         JOB_LOST,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reward_specs import code, ifeval, math, puzzles, stem
+from reward_specs.judge import domain as judge
 from reward_specs.registry import Registry
 from reward_specs.scorer import Scorer
 
@@ -14,6 +15,7 @@ SCORERS: tuple[Scorer[Any, Any], ...] = (
     ifeval.SCORER,
     puzzles.SCORER,
     code.SCORER,
+    judge.SCORER,
 )
 
 

@@ -24,7 +24,7 @@ from reward_specs import codes
 from reward_specs.caches import Cache
 from reward_specs.json_bounds import HARD_MAX_DEPTH, json_problem
 from reward_specs.registry import Registry, UnknownDomain
-from reward_specs.scorer import InvalidReference, ReferenceModel, ScoreContext
+from reward_specs.scorer import InvalidReference, NotJudged, ReferenceModel, ScoreContext
 from reward_specs.spec import Spec
 from reward_specs.termination import TerminationInput, apply_termination, trailing_loop
 
@@ -171,7 +171,7 @@ def _whole(response: str) -> object:
 def _text_keyer(spec: Spec, domain: str, registry: Registry | None) -> Callable[[str], object]:
     """What of a response of `domain` enters its key: the response, or ("answer", trailing loop,
     answer key) when the domain's scorer declares a key and it applies."""
-    if registry is None or domain not in registry:
+    if registry is None or domain not in registry or domain not in spec.domains:
         return _whole
     answer_key = registry.get(domain).answer_key
     if answer_key is None:
@@ -218,6 +218,9 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
         known = ", ".join(registry.domains())
         message = f"unknown domain {item.domain!r}; the domains are: {known}"
         return Outcome.failure("invalid", codes.UNKNOWN_DOMAIN, message, elapsed())
+    if item.domain not in spec.domains:  # an opt-in domain this spec does not name
+        message = f"spec {spec.name!r} has no [domains.{item.domain}] section"
+        return Outcome.failure("invalid", codes.DOMAIN_NOT_IN_SPEC, message, elapsed())
     memo_key = (item.domain, item.reference_key) if item.reference_key else None
     reference = _VALIDATED.get(memo_key) if memo_key else None
     if reference is None:
@@ -243,6 +246,8 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
         judgement = scorer.score(text, reference, spec.config(item.domain), ctx)
     except InvalidReference as exc:
         return Outcome.failure("invalid", exc.code, str(exc), elapsed())
+    except NotJudged as exc:  # a service the scorer calls failed: ours, not the response's
+        return Outcome.failure("infra_error", exc.code, str(exc)[:500], elapsed())
     except Exception as exc:  # a bug or a broken dependency of ours: never a wrong answer
         log.exception("scorer %s failed", item.domain)
         return Outcome.failure(

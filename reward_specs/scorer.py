@@ -21,6 +21,7 @@ __all__ = [
     "Example",
     "InvalidReference",
     "Judgement",
+    "NotJudged",
     "ReferenceModel",
     "ScoreContext",
     "Scorer",
@@ -80,6 +81,15 @@ class InvalidReference(ValueError):
         self.code = code
 
 
+class NotJudged(RuntimeError):
+    """A service the scorer depends on failed for reasons of its own (a judge endpoint down,
+    or slower than its timeout): the item was not judged, status `infra_error` with `code`."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 @dataclass(frozen=True, slots=True)
 class ScoreContext:
     """Process-local resources a scorer may use. Built once per worker, never per item."""
@@ -93,6 +103,10 @@ class ScoreContext:
     reference_key: str | None = None
     """Set per item by the engine from `Item.reference_key`: equal keys mean equal references,
     so a scorer may memoise per-reference work (or a whole verdict) under it."""
+    judges: Any = None
+    """A `reward_specs.judge.Judges` (the judge endpoints this process may call, their cache
+    and limits) for the judge domain; None where none is configured (its items are then
+    `infra_error` `judge_unavailable`)."""
     domain_hash: str | None = None
     """Set per item by the engine: the spec's hash of the item's domain (`Spec.domain_hashes`:
     its config, the libraries and its environment's digest), so that a verdict a scorer keeps
@@ -154,6 +168,10 @@ class Scorer(Generic[R, C]):
     forget: Callable[[], None] | None = None
     """Empties what the scorer keeps of its verdicts in this process; the service calls it when
     the domain's environment (its sandbox's) has changed. None: it keeps none."""
+    opt_in: bool = False
+    """The domain is part of a spec only when the spec names it (its config has no usable
+    defaults: the judge's endpoint and model); specs that do not name it keep the hash they had
+    before the domain existed, and its items are `invalid` under them."""
 
     @classmethod
     def from_function(
@@ -167,6 +185,7 @@ class Scorer(Generic[R, C]):
         answer_key: AnswerKeyFn[C] | None = None,
         workload: WorkloadFn | None = None,
         forget: Callable[[], None] | None = None,
+        opt_in: bool = False,
     ) -> Scorer[R, C]:
         """The scorer of `score(response, reference: R, config: C, ctx)`: its annotations give the
         reference and config types, the first paragraph of its docstring the description, so
@@ -184,6 +203,7 @@ class Scorer(Generic[R, C]):
             answer_key=answer_key,
             workload=workload,
             forget=forget,
+            opt_in=opt_in,
         )
 
 

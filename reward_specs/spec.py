@@ -87,13 +87,13 @@ class Spec:
             "termination": self.termination.model_dump(mode="json"),
             "domains": {d: c.model_dump(mode="json") for d, c in sorted(self.domains.items())},
             "libraries": dict(sorted(self.libraries.items())),
-            # only when given, so that a spec loaded without environments keeps its hash
-            **(
-                {"environments": dict(sorted(self.environments.items()))}
-                if self.environments
-                else {}
-            ),
+            # only when given, and only its own domains' (an opt-in domain's environment
+            # leaves the specs that do not name it alone), so that such a spec keeps its hash
+            **({"environments": own} if (own := self._own_environments()) else {}),
         }
+
+    def _own_environments(self) -> dict[str, str]:
+        return {d: e for d, e in sorted(self.environments.items()) if d in self.domains}
 
     def domain_parameters(self, domain: str) -> dict[str, Any]:
         """What can change `domain`'s rewards, as plain JSON data (its part of the spec hash)."""
@@ -134,6 +134,8 @@ def _resolve(
         raise SpecError(f"{source}: unknown domain(s) {', '.join(unknown)}")
     domains: dict[str, DomainConfig] = {}
     for scorer in registry:
+        if scorer.opt_in and scorer.domain not in raw.domains:
+            continue
         try:
             domains[scorer.domain] = scorer.config_type.model_validate(
                 raw.domains.get(scorer.domain, {})

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import service.auth as auth
     import service.dispatch as dispatch
     import service.dispatch.environment as environment
+    import service.dispatch.judges as judges
     import service.fastjson as fastjson
     import service.ingest as ingest
     import service.limits_http as limits_http
@@ -47,6 +48,7 @@ else:
     auth = lazy_import("service.auth")
     dispatch = lazy_import("service.dispatch")
     environment = lazy_import("service.dispatch.environment")
+    judges = lazy_import("service.dispatch.judges")
     queue_worker = lazy_import("service.queue.worker")
     fastjson = lazy_import("service.fastjson")
     ingest = lazy_import("service.ingest")
@@ -308,10 +310,25 @@ def _environments(settings: Settings, registry: Registry) -> tuple[dict[str, str
         return {}, f"the {settings.sandbox.backend} sandbox is unavailable here ({exc})"
 
 
+def _judge_environment(settings: Settings) -> dict[str, str]:
+    """The judge endpoints' models as a server of `settings` reads them at start (`{"judge":
+    digest}`), or {} with none configured."""
+    setup = judges.judge_setup(settings)
+    if setup is None:
+        return {}
+    watch = judges.JudgeWatch(setup, settings.environment_probe_interval_s)
+    try:
+        watch.check()
+        return {"judge": watch.digest} if watch.digest else {}
+    finally:
+        watch.close()
+
+
 def _specs(args: argparse.Namespace) -> int:
     settings = _settings(args)
     registry = load_registry(settings.registry)
     environments, unprobed = _environments(settings, registry)
+    environments.update(_judge_environment(settings))
     specs = load_all_specs(registry, settings.spec_dirs, environments)
     if args.name is not None:
         spec = specs.get(args.name)
@@ -335,7 +352,10 @@ def _specs(args: argparse.Namespace) -> int:
     if unprobed:
         print(f"# without the code environment: {unprobed}; no server reports these hashes")
     for domain, digest in sorted(environments.items()):
-        print(f"# {domain} environment {digest} ({settings.sandbox.backend} sandbox)")
+        source = (
+            "its endpoints' models" if domain == "judge" else f"{settings.sandbox.backend} sandbox"
+        )
+        print(f"# {domain} environment {digest} ({source})")
     for name, spec in sorted(specs.items()):
         marker = "*" if name == settings.default_spec else " "
         print(f"{marker} {name:28} {spec.version:8} {spec.hash}  {spec.description}")

@@ -28,6 +28,8 @@ from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from reward_specs import Spec
+from reward_specs.judge.domain import JudgeConfig
 from service.asgi import HttpMiddleware
 from service.dispatch import DispatchStats
 from service.schemas import ScoreResult
@@ -226,6 +228,39 @@ class Metrics:
             ["domain", "reason"],
             registry=self.registry,
         )
+        self.judge_calls = Counter(
+            "proctor_judge_calls",
+            "Calls made to a judge endpoint for judged items (each order asked is one), by "
+            "endpoint.",
+            ["endpoint"],
+            registry=self.registry,
+        )
+        self.judge_cache_hits = Counter(
+            "proctor_judge_cache_hits",
+            "Judged items whose replies came from a worker's judge cache, by endpoint.",
+            ["endpoint"],
+            registry=self.registry,
+        )
+        self.judge_tokens = Counter(
+            "proctor_judge_tokens",
+            "Tokens a judge endpoint read (prompt) and wrote (completion), by endpoint.",
+            ["endpoint", "kind"],
+            registry=self.registry,
+        )
+        self.judge_failures = Counter(
+            "proctor_judge_failures",
+            "Judge items a judge endpoint failed (judge_unavailable, judge_timeout: infra_error) "
+            "or refused (judge_rejected_input: a judged 0), by endpoint and code.",
+            ["endpoint", "code"],
+            registry=self.registry,
+        )
+        self.judge_infra_errors = Counter(
+            "proctor_judge_infra_errors",
+            "Judge items that were infra_error, by spec: a share rising in training is a sign "
+            "that responses have learnt to make their judge fail.",
+            ["spec"],
+            registry=self.registry,
+        )
         self.item_seconds = _ItemLatency()
         self.registry.register(self.item_seconds)
         self.rolling = _Rolling()
@@ -260,6 +295,39 @@ class Metrics:
         )
         for (domain, reason), n in reasons.items():
             self.judged_zero.labels(domain=domain, reason=reason).inc(n)
+
+    def observe_judge(
+        self, spec: Spec, domains: Sequence[str], results: Sequence[ScoreResult]
+    ) -> None:
+        """The judge's counters for one request's results under `spec` (each scored item once:
+        the results of a shared answer share one `details` object)."""
+        config = spec.domains.get("judge")
+        if not isinstance(config, JudgeConfig):
+            return
+        endpoint = config.endpoint
+        seen: set[int] = set()
+        for domain, result in zip(domains, results, strict=True):
+            if domain != "judge" or id(result.details) in seen:
+                continue
+            seen.add(id(result.details))
+            if result.status == "infra_error":
+                self.judge_infra_errors.labels(spec=spec.name).inc()
+                code = result.error.code if result.error is not None else "unknown"
+                if code.startswith("judge_"):
+                    self.judge_failures.labels(endpoint=endpoint, code=code).inc()
+                continue
+            if result.details.get("reason") == "judge_rejected_input":
+                self.judge_failures.labels(endpoint=endpoint, code="judge_rejected_input").inc()
+            judge = result.details.get("judge")
+            if result.status != "ok" or not isinstance(judge, dict) or "orders" not in judge:
+                continue
+            if judge["cached"]:
+                self.judge_cache_hits.labels(endpoint=endpoint).inc()
+                continue
+            self.judge_calls.labels(endpoint=endpoint).inc(judge["orders"])
+            for kind in ("prompt", "completion"):
+                tokens = judge[f"{kind}_tokens"]
+                self.judge_tokens.labels(endpoint=endpoint, kind=kind).inc(tokens)
 
 
 def plain_paths(routes: Iterable[BaseRoute]) -> frozenset[str]:

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
 from reward_specs.json_bounds import DEFAULT_MAX_DEPTH, HARD_MAX_DEPTH
+from reward_specs.judge import DEFAULT_CACHE_BYTES, Endpoint
 from sandboxes.settings import SandboxSettings
 
 __all__ = ["CompatSettings", "RunSettings", "Settings", "SettingsError", "load_settings"]
@@ -227,6 +228,18 @@ class Settings(BaseSettings):
     with makes code items `infra_error` (`environment_changed`) until a restart. At least 1 s
     (a probe takes a sandbox for about that long), at most a day."""
 
+    judge_endpoints: dict[str, Endpoint] = Field(default_factory=dict, repr=False)
+    """The judge domain's endpoints by name (`PROCTOR_JUDGE_ENDPOINTS` as JSON:
+    `{"judge": {"url": "http://host:8000/v1", "api_key_env": "JUDGE_KEY", "timeout_s": 60}}`),
+    each an OpenAI-compatible base URL with its `/v1` (`reward_specs.judge.Endpoint`). A key comes
+    from a file or a variable, never from this setting; with none, no Authorization header is
+    sent. A spec whose endpoint is not here still loads; its items are `infra_error`
+    `judge_unavailable`. A judge call is also cut at `item_timeout_s` (less a margin), as
+    `judge_timeout`, so that a slow judge never gets a worker killed."""
+    judge_cache_bytes: int = Field(DEFAULT_CACHE_BYTES, ge=0)
+    """Bytes of judge replies kept per worker process (least recently used first out), keyed by
+    the spec's judge section, the endpoint and the exact messages: shared across API keys."""
+
     sandbox: SandboxSettings = SandboxSettings()
     run: RunSettings = RunSettings()
     """`POST /v1/run` (`RunSettings`; `PROCTOR_RUN__CPU_S=2`, ...)."""
@@ -238,6 +251,20 @@ class Settings(BaseSettings):
     def _redis_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("queue_url must be a redis://, rediss:// or unix:// URL")
+        return value
+
+    @field_validator("judge_endpoints")
+    @classmethod
+    def _endpoint_names(cls, value: dict[str, Endpoint]) -> dict[str, Endpoint]:
+        if any(not name.isidentifier() for name in value):
+            raise ValueError("judge endpoint names must be identifiers")
+        for name, endpoint in value.items():  # at start, not in a worker that then cannot start
+            try:
+                endpoint.api_key()
+            except (OSError, ValueError) as exc:
+                problem = type(exc).__name__ if isinstance(exc, OSError) else str(exc)
+                message = f"judge endpoint {name}: its API key cannot be read ({problem})"
+                raise ValueError(message) from None
         return value
 
     @model_validator(mode="after")

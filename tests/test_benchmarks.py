@@ -42,6 +42,8 @@ def _run(script: str) -> None:
         "eval_throughput.py",
         "startup.py",
         "fairness.py",
+        "contamination.py",
+        "eval_coverage.py",
     ],
 )
 def test_short_benchmark_agrees_with_its_baseline(script: str) -> None:

@@ -64,6 +64,7 @@ def test_the_app_runs_on_a_dispatcher_that_implements_only_the_protocol() -> Non
         assert client.get("/readyz").json() == {
             "status": "ready",
             "components": {"in_process": True},
+            "judge_endpoints_unconfigured": ["judge"],  # free-form-judge-1's; none configured
         }
         results = client.post("/v1/score", json={"items": items}).json()["results"]
         assert [(r["id"], r["score"]) for r in results] == [("a", 1.0), ("b", 0.0)]

@@ -25,6 +25,7 @@ from proctor_client import ProctorClient
 from proctor_client import trl as client_trl
 from proctor_client import verl as client_verl
 from proctor_client.evaluation import cli as eval_cli
+from proctor_client.evaluation import contamination as eval_contamination
 from proctor_client.evaluation import sample as eval_sample
 from proctor_client.trainer import cli as train_cli
 from proctor_client.trainer.config import Args
@@ -225,6 +226,8 @@ def _parser_for(argv: list[str]) -> tuple[argparse.ArgumentParser, list[str]] | 
         return train_cli._parser(), args
     if program == "proctor-eval" and args[:1] == ["sample"]:
         return eval_sample._parser(), args[1:]
+    if program == "proctor-eval" and args[:1] == ["contamination"]:
+        return eval_contamination._parser(), args[1:]
     if program == "proctor-eval":
         return eval_cli._parser(), args
     return None

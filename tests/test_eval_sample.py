@@ -97,8 +97,22 @@ def test_rows_record_their_decoding_and_are_reproducible(
         else:
             assert row["finish_reason"] == "stop" and row["response_tokens"] < MAX_NEW
     assert len({r["response"] for r in rows}) > 1  # sampled, not greedy
-    again = _sample(checkpoint, prompts, tmp_path / "b.jsonl", "--seed-label", "run-1")
-    assert again == rows
+    # every row names its run (one per process), the device and the wall time so far
+    stamps = [r["sampling"] for r in rows]
+    assert len({st["run"] for st in stamps}) == 1
+    assert all(st["device"] == "cpu" and st["devices"] == 1 for st in stamps)
+    elapsed = [st["elapsed_s"] for st in stamps]
+    assert elapsed == sorted(elapsed) and elapsed[-1] > 0
+    assert all("training_gpu_hours" not in r for r in rows)
+    again = _sample(
+        checkpoint, prompts, tmp_path / "b.jsonl", "--seed-label", "run-1",
+        "--training-gpu-hours", "12.5", "--device", "H100",
+    )  # fmt: skip
+    assert again[0]["sampling"]["run"] != stamps[0]["run"]
+    assert all(r["training_gpu_hours"] == 12.5 and r["sampling"]["device"] == "H100" for r in again)
+    unstamped = [{k: v for k, v in r.items() if k not in ("sampling", "training_gpu_hours")}
+                 for r in again]  # fmt: skip
+    assert unstamped == [{k: v for k, v in r.items() if k != "sampling"} for r in rows]
     other = _sample(checkpoint, prompts, tmp_path / "c.jsonl", "--rng-seed", "1")
     assert [r["response"] for r in other] != [r["response"] for r in rows]
     assert other[0]["decoding"]["requested"]["rng_seed"] == 1

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from fastapi import HTTPException
+from starlette.exceptions import HTTPException
 
 from service.compat import keys
 from service.compat.nemo_gym import ResponsesObject, answer_text, finish_reason, summarize

@@ -2,7 +2,8 @@
 
 For each `process` scorer in the default registry, every `examples()` response scores 1 and the
 empty response scores 0 through `score_item` (the engine path the service and `proctor score`
-share). Thread scorers (which need a sandbox) are added by the code domain's tests.
+share), under every spec that has its domain. Thread scorers (which need a sandbox) are added by
+the code domain's tests, opt-in ones (the judge, which needs an endpoint) by their own.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ SPECS = load_specs(REGISTRY)
 PROCESS_EXAMPLES = [
     pytest.param(scorer, example, id=f"{scorer.domain}-{i}")
     for scorer in REGISTRY
-    if scorer.executor == "process"
+    if scorer.executor == "process" and not scorer.opt_in
     for i, example in enumerate(scorer.examples())
 ]
 

@@ -27,7 +27,7 @@ import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fastapi import HTTPException
+from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.asgi import HttpMiddleware, send_error

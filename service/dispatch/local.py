@@ -29,6 +29,7 @@ from sandboxes.checkers import open_checker_backend
 from service.dispatch.base import DispatchStats, Work, sandboxed_domains
 from service.dispatch.costs import CostModel
 from service.dispatch.environment import EnvironmentWatch, probe_digests
+from service.dispatch.judges import JudgeWatch, judge_setup
 from service.dispatch.pool import WorkerPool
 from service.dispatch.threads import FairThreads
 from service.settings import Settings
@@ -56,6 +57,7 @@ class LocalDispatcher:
             item_timeout_s=settings.item_timeout_s,
             memory_mb=settings.worker_memory_mb,
             chunk_size=settings.chunk_size,
+            judges=judge_setup(settings),
         )
         self.costs = CostModel(registry)
         # No more threads than sandboxes: a thread waiting for a sandbox would hold its item
@@ -71,6 +73,8 @@ class LocalDispatcher:
         self._checkers = open_checker_backend(settings.sandbox)
         self._watchdog: asyncio.Task[None] | None = None
         self._environment_watch: asyncio.Task[None] | None = None
+        self._judges = JudgeWatch(judge_setup(settings), settings.environment_probe_interval_s)
+        self._judge_watch: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.pool.start()
@@ -91,6 +95,8 @@ class LocalDispatcher:
                 if self._sandbox is not None:
                     await asyncio.to_thread(self._sandbox.close)
                     self._sandbox = None
+        await asyncio.to_thread(self._judges.check)  # the judge's models, before any item
+        self._judge_watch = asyncio.create_task(self._watch_judges(), name="proctor-judges")
 
     def _probe(self, sandbox: SandboxBackend) -> EnvironmentWatch:
         """Probe the sandbox's environment: its digest for each domain that runs in it, and the
@@ -120,7 +126,17 @@ class LocalDispatcher:
                 forget()
 
     def environments(self) -> dict[str, str]:
-        return self._environments
+        judge = self._judges.digest
+        return {**self._environments, "judge": judge} if judge else self._environments
+
+    async def _watch_judges(self) -> None:
+        """Probe the judge endpoints' models when due (`JudgeWatch.check`) until they change."""
+        while self._judges.changed is None:
+            await asyncio.sleep(WATCHDOG_S)
+            try:
+                await asyncio.to_thread(self._judges.check)
+            except Exception:  # a bug of ours: were the watch gone, no change would be seen
+                log.exception("checking the judge endpoints failed; the watch goes on")
 
     async def _watch(self) -> None:
         while True:
@@ -138,7 +154,7 @@ class LocalDispatcher:
                 log.exception("checking the code environment failed; the watch goes on")
 
     async def stop(self) -> None:
-        for task in (self._watchdog, self._environment_watch):
+        for task in (self._watchdog, self._environment_watch, self._judge_watch):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -148,11 +164,15 @@ class LocalDispatcher:
         if self._sandbox is not None:
             await asyncio.to_thread(self._sandbox.close)
         await asyncio.to_thread(self._checkers.close)
+        self._judges.close()
 
     def stats(self) -> DispatchStats:
         stats = self.pool.stats()
+        changes = self._judges.changes
         if self._environment is not None:
-            stats = dataclasses.replace(stats, environment_changes=self._environment.changes)
+            changes += self._environment.changes
+        if changes:
+            stats = dataclasses.replace(stats, environment_changes=changes)
         if self._sandbox is None:
             return stats
         sandboxes = self._sandbox.stats()
@@ -172,13 +192,19 @@ class LocalDispatcher:
             unchanged = self._environment is None or self._environment.changed is None
             for domain in sandboxed_domains(self.registry):
                 ready[f"{domain}_environment"] = unchanged
+        ready.update(self._judges.readiness())
         return ready
 
     async def run(self, work: Work) -> list[Outcome]:
         in_pool: list[int] = []
         in_threads: list[int] = []
         threaded: dict[str, bool] = {}
+        judge_changed = self._judges.changed
+        stale: list[int] = []
         for position, item in enumerate(work.items):
+            if judge_changed is not None and item.domain == "judge":
+                stale.append(position)  # its models are no longer those of the hash
+                continue
             in_thread = threaded.get(item.domain)
             if in_thread is None:
                 in_thread = threaded[item.domain] = (
@@ -208,6 +234,11 @@ class LocalDispatcher:
         self.costs.observe(labels, pool_outcomes)
         outcomes = dict(zip(in_threads, thread_outcomes, strict=True))
         outcomes.update(zip(in_pool, pool_outcomes, strict=True))
+        for position in stale:
+            outcomes[position] = Outcome.failure(
+                "infra_error", codes.ENVIRONMENT_CHANGED, judge_changed or ""
+            )
+            work.done(position)
         return [outcomes[position] for position in range(len(work.items))]
 
     async def _await_pool(

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from reward_specs import Item, Outcome, codes
+from reward_specs.judge.client import JudgeSetup
 from service.dispatch import processes
 from service.dispatch.base import DispatchStats
 from service.dispatch.ledger import Ledger
@@ -66,8 +67,10 @@ class WorkerPool:
         item_timeout_s: float = 30.0,
         memory_mb: int = 4096,
         chunk_size: int = 0,
+        judges: JudgeSetup | None = None,
     ) -> None:
         self.size = size
+        self.judges = judges
         self.registry_path = registry_path
         self.spec_dirs = tuple(spec_dirs)
         self.item_timeout_s = item_timeout_s
@@ -217,7 +220,9 @@ class WorkerPool:
     def _spawn(self) -> WorkerSlot:
         self._spawning = True
         try:
-            return processes.spawn(self._mp, self.registry_path, self.spec_dirs, self.memory_mb)
+            return processes.spawn(
+                self._mp, self.registry_path, self.spec_dirs, self.memory_mb, self.judges
+            )
         finally:
             self._spawning = False
             self._beat = time.monotonic()

@@ -18,6 +18,7 @@ from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
 from reward_specs.hash_seed import pinned_hash_seed
+from reward_specs.judge.client import JudgeSetup
 from service.dispatch.pool_state import WorkerSlot
 from service.dispatch.worker import worker_main
 
@@ -64,7 +65,11 @@ def start_fork_server(registry_path: str, spec_dirs: Sequence[Path]) -> None:
 
 
 def spawn(
-    mp: ForkServerContext, registry_path: str, spec_dirs: Sequence[Path], memory_mb: int
+    mp: ForkServerContext,
+    registry_path: str,
+    spec_dirs: Sequence[Path],
+    memory_mb: int,
+    judges: JudgeSetup | None = None,
 ) -> WorkerSlot:
     """A new worker process, forked from the fork server (started, if it is not running, with
     the pinned hash seed and warmed for `registry_path`). The first call waits for the server's
@@ -73,7 +78,7 @@ def spawn(
     progress = mp.RawArray("d", [-1.0, 0.0])
     process = mp.Process(
         target=worker_main,
-        args=(child, progress, registry_path, spec_dirs, memory_mb),
+        args=(child, progress, registry_path, spec_dirs, memory_mb, judges),
         name="proctor-worker",
         daemon=True,
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from reward_specs import Item, Outcome, Registry, ScoreContext, Spec, codes, score_item
+from reward_specs.judge.client import Judges, JudgeSetup
 from service.loading import load_all_specs, load_registry
 from service.runtime import limit_address_space, settle_heap
 
@@ -58,7 +59,7 @@ def warm_up(registry: Registry, specs: dict[str, Spec], ctx: ScoreContext) -> No
     if spec is None:
         return
     for scorer in registry:
-        if scorer.executor == "process":
+        if scorer.executor == "process" and not scorer.opt_in:  # the judge's would call it
             for example in scorer.examples():
                 score_item(
                     registry, spec, Item(scorer.domain, example.response, example.reference), ctx
@@ -75,14 +76,16 @@ def worker_main(
     registry_path: str,
     spec_dirs: Sequence[Path],
     memory_mb: int,
+    judges: JudgeSetup | None = None,
 ) -> None:
     """Serve chunks until the pipe closes. `progress` is a shared array of two doubles where the
-    worker publishes the position it is scoring and when it started (see pool.py)."""
+    worker publishes the position it is scoring and when it started (see pool.py). `judges`:
+    the judge endpoints this worker may call (its own clients, cache and gates)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service decides when workers stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # (service.dispatch.preload says why)
     limit_address_space(memory_mb)
     registry, specs = _load(registry_path, spec_dirs)
-    ctx = ScoreContext()
+    ctx = ScoreContext(judges=Judges.open(judges) if judges is not None else None)
     warm_up(registry, specs, ctx)
     settle_heap()
     conn.send(("ready", os.getpid()))

@@ -41,6 +41,7 @@ from service.dispatch.base import (
     Work,
     sandboxed_domains,
 )
+from service.dispatch.judges import JudgeWatch, judge_setup
 from service.logs import request_id
 from service.queue import keys, timings, transport
 from service.queue.batch import BatchRun, Counters, chunk_size
@@ -134,8 +135,13 @@ class QueueDispatcher:
         self._monitor: asyncio.Task[None] | None = None
         self._batches: set[BatchRun] = set()
         self.grants = Grants(self._view_slots)
+        # The judge's models in this API's hashes: it reads the endpoints of its own settings
+        # (the workers', which call them, are configured alike); a worker that finds them
+        # changed makes its judge items `environment_changed` itself.
+        self._judges = JudgeWatch(judge_setup(settings), settings.environment_probe_interval_s)
 
     async def start(self) -> None:
+        await asyncio.to_thread(self._judges.check)
         await asyncio.to_thread(self._refresh)
         if not self._view.reachable:
             log.error("the queue at %s is unreachable: %s", self.url, self._view.error)
@@ -224,6 +230,7 @@ class QueueDispatcher:
             batch.cancel(codes.SHUTTING_DOWN, "the service is shutting down")
         self._threads.shutdown(wait=False, cancel_futures=True)
         self.client.close()
+        self._judges.close()
 
     def readiness(self) -> dict[str, bool]:
         """`queue` and `workers`; per sandboxed domain, `<domain>_environment`: false while a
@@ -233,10 +240,12 @@ class QueueDispatcher:
         ready = {"queue": view.reachable, "workers": view.reachable and bool(view.workers)}
         for domain in sorted(self._sandboxed):
             ready[f"{domain}_environment"] = not view.strangers(domain)
+        ready.update(self._judges.readiness())
         return ready
 
     def environments(self) -> dict[str, str]:
-        return self._expected
+        judge = self._judges.digest
+        return {**self._expected, "judge": judge} if judge else self._expected
 
     def stats(self) -> DispatchStats:
         """Processes, restarts, timeouts and poison items are summed over the live workers'

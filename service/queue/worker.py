@@ -36,7 +36,7 @@ from rq import Queue, SimpleWorker
 from rq.timeouts import TimerDeathPenalty
 
 from reward_specs import Item, Outcome, Registry, Spec, codes
-from service.dispatch.base import Work
+from service.dispatch.base import Work, sandboxed_domains
 from service.dispatch.blocking import BlockingDispatcher
 from service.loading import load_all_specs, load_registry
 from service.queue import keys, leases, timings, transport
@@ -274,8 +274,14 @@ class _Loops:
 
     def __init__(self, host: WorkerHost, n: int) -> None:
         self.host = host
+        # A sandboxed domain's chunks are routed by its environment; the judge's environment
+        # (its endpoints' models) is in the hash but routes nothing: its queue is the plain one.
+        sandboxed = set(sandboxed_domains(host.registry))
         self.queues = [
-            Queue(keys.queue_name(d, host.environments.get(d)), connection=host.client)
+            Queue(
+                keys.queue_name(d, host.environments.get(d) if d in sandboxed else None),
+                connection=host.client,
+            )
             for d in host.domains
         ]
         self.stop = threading.Event()

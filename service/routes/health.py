@@ -6,6 +6,7 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from reward_specs.judge.domain import wanted_endpoints
 from service.deps import StateDep
 from service.schemas import InFlight, LimitsInfo, RunLimitsInfo, SpecInfo, SpecsResponse
 
@@ -26,10 +27,15 @@ async def healthz() -> dict[str, str]:
 async def readyz(state: StateDep) -> JSONResponse:
     components = state.dispatcher.readiness()
     ready = all(components.values())
-    return JSONResponse(
-        {"status": "ready" if ready else "not_ready", "components": components},
-        status_code=200 if ready else 503,
-    )
+    body: dict[str, object] = {
+        "status": "ready" if ready else "not_ready",
+        "components": components,
+    }
+    # named, not counted: a judge spec whose endpoint is not configured here still loads
+    unconfigured = sorted(wanted_endpoints(state.specs) - set(state.settings.judge_endpoints))
+    if unconfigured:
+        body["judge_endpoints_unconfigured"] = unconfigured
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 @router.get("/v1/specs", response_model=SpecsResponse, tags=["specs"], summary="Known reward specs")

@@ -58,7 +58,9 @@ async def score_body(
         on_progress=on_progress,
     )
     state.metrics.requests.labels(endpoint=endpoint).observe(time.perf_counter() - started)
-    state.metrics.observe([i.domain for i in items], response.results)
+    domains = [i.domain for i in items]
+    state.metrics.observe(domains, response.results)
+    state.metrics.observe_judge(spec, domains, response.results)
     return response
 
 

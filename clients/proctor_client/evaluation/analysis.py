@@ -9,6 +9,7 @@ once, with k capped at n where a prompt has fewer samples (the capped prompts ar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from proctor_client.evaluation.bootstrap import Design, Interval, seeded_estimates
+from proctor_client.evaluation.budgets import Cost, EqualTokens, RunTime, equal_tokens, model_cost
 from proctor_client.evaluation.checks import decoding_warnings, seed_warning
 from proctor_client.evaluation.estimators import (
     chance_pass_at_k,
@@ -25,7 +27,7 @@ from proctor_client.evaluation.estimators import (
 )
 from proctor_client.evaluation.intervals import recipe_variance, two_levels
 from proctor_client.evaluation.paired import Paired, compare
-from proctor_client.evaluation.rows import RowKey
+from proctor_client.evaluation.rows import Generation, RowKey
 from proctor_client.evaluation.store import ScoredRow
 
 __all__ = [
@@ -93,6 +95,12 @@ class Table:
     """Per model, rows recording no decoding."""
     training_specs: dict[str, set[str]] = field(default_factory=dict)
     """Per model, the training specs its rows name."""
+    tokens: Floats = field(default_factory=lambda: np.zeros(0))
+    """Per judged row, its response_tokens (NaN where not recorded)."""
+    runs: dict[str, dict[str, RunTime]] = field(default_factory=dict)
+    """Per model, its sampling runs as its rows (judged or not) record them."""
+    training_hours: dict[str, list[float]] = field(default_factory=dict)
+    """Per model, the training_gpu_hours its rows record."""
 
 
 def _seed_label(seed: int | str | None) -> str:
@@ -124,10 +132,14 @@ def build_table(
     parsed: list[bool] = []
     score: list[float] = []
     reward: list[float] = []
+    tokens: list[float] = []
+    runs: dict[str, dict[str, RunTime]] = {}
+    training_hours: dict[str, list[float]] = {}
     for entry in scored:
         row, result = entry.row, entry.result
         model = models.setdefault(row.model, len(models))
         excluded.setdefault(row.model, {})
+        _record_costs(row, runs, training_hours)
         if row.decoding is None:
             unrecorded[row.model] = unrecorded.get(row.model, 0) + 1
         elif row.decoding not in decoding.setdefault(row.model, []):
@@ -152,6 +164,7 @@ def build_table(
         parsed.append(bool(result["parsed"]))
         score.append(value)
         reward.append(float(result["reward"]))
+        tokens.append(math.nan if row.response_tokens is None else float(row.response_tokens))
     return Table(
         models=list(models),
         prompts=list(prompts),
@@ -169,7 +182,25 @@ def build_table(
         decoding=decoding,
         unrecorded=unrecorded,
         training_specs=training_specs,
+        tokens=np.asarray(tokens, dtype=np.float64),
+        runs=runs,
+        training_hours=training_hours,
     )
+
+
+def _record_costs(
+    row: Generation, runs: dict[str, dict[str, RunTime]], training: dict[str, list[float]]
+) -> None:
+    if row.training_gpu_hours is not None:
+        training.setdefault(row.model, []).append(row.training_gpu_hours)
+    stamp = row.sampling
+    if stamp is None:
+        return
+    known = runs.setdefault(row.model, {}).get(stamp.run)
+    if known is None:
+        runs[row.model][stamp.run] = RunTime(stamp.device, stamp.devices, stamp.elapsed_s)
+    else:
+        known.elapsed_s = max(known.elapsed_s, stamp.elapsed_s)
 
 
 def default_ks(largest_n: int) -> list[int]:
@@ -234,6 +265,10 @@ class Study:
     decoding: dict[str, list[dict[str, object]]]
     warnings: list[str]
     training_specs: dict[str, set[str]] = field(default_factory=dict)
+    costs: dict[str, Cost] = field(default_factory=dict)
+    """Per model: tokens per sample, sampling and training GPU-hours (budgets.py)."""
+    equal_tokens: dict[str, EqualTokens] = field(default_factory=dict)
+    """Per pair (the keys of `paired`), the comparison at the smaller token budget."""
 
 
 def _design(
@@ -402,6 +437,35 @@ def _paired(
     )
 
 
+def _common(
+    table: Table, a: ModelSummary, b: ModelSummary, options: Options
+) -> tuple[Ints, Ints, Design]:
+    in_b = {p: i for i, p in enumerate(b.prompts)}
+    common = [p for p in a.prompts if p in in_b]
+    in_a = {p: i for i, p in enumerate(a.prompts)}
+    position = {p: i for i, p in enumerate(table.prompts)}
+    design = _design([table.family_of[position[p]] for p in common], options)
+    ia = np.asarray([in_a[p] for p in common], dtype=np.int64)
+    ib = np.asarray([in_b[p] for p in common], dtype=np.int64)
+    return ia, ib, design
+
+
+def _equal_tokens(
+    table: Table,
+    a: ModelSummary,
+    b: ModelSummary,
+    per_sample: tuple[float, float],
+    options: Options,
+    rng: np.random.Generator,
+) -> EqualTokens | None:
+    ia, ib, design = _common(table, a, b, options)
+    counts = (
+        (a.counts[0][:, ia], a.counts[1][:, ia]),
+        (b.counts[0][:, ib], b.counts[1][:, ib]),
+    )
+    return equal_tokens(counts, per_sample, design, (options.resamples, options.confidence), rng)
+
+
 def _pairs(models: Sequence[str], options: Options) -> list[tuple[str, str]]:
     if options.pairs is not None:
         unknown = sorted({m for pair in options.pairs for m in pair} - set(models))
@@ -435,13 +499,37 @@ def analyse(table: Table, options: Options) -> Study:
                 f"{name}: {len(summary.short)} prompt(s) have fewer than {largest} samples; "
                 "their pass@k at larger k is their pass@n (listed in the report)"
             )
+    costs = {
+        name: model_cost(
+            table.tokens[table.model == table.models.index(name)],
+            table.runs.get(name, {}),
+            table.training_hours.get(name, []),
+            s.curve.ks,
+        )
+        for name, s in summaries.items()
+    }
     paired: dict[str, Paired] = {}
+    equal: dict[str, EqualTokens] = {}
+    budget_rng = np.random.default_rng([options.rng_seed, 1])  # leaves the other draws alone
     for a, b in _pairs(list(summaries), options):
         if set(summaries[a].prompts).isdisjoint(summaries[b].prompts):
             warnings.append(f"{a} and {b} share no judged prompt; they are not compared")
             continue
         paired[f"{a}|{b}"] = _paired(table, summaries[a], summaries[b], options, rng)
+        ta, tb = costs[a].tokens_per_sample, costs[b].tokens_per_sample
+        if ta is not None and tb is not None:
+            found = _equal_tokens(table, summaries[a], summaries[b], (ta, tb), options, budget_rng)
+            if found is not None:
+                equal[f"{a}|{b}"] = found
     warnings += decoding_warnings(table.decoding, table.unrecorded)
     return Study(
-        summaries, paired, options, table.excluded, table.decoding, warnings, table.training_specs
+        summaries,
+        paired,
+        options,
+        table.excluded,
+        table.decoding,
+        warnings,
+        table.training_specs,
+        costs,
+        equal,
     )

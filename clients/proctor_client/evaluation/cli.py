@@ -2,6 +2,7 @@
 
     proctor-eval GENERATIONS.jsonl --out DIR [--spec NAME] [--url URL] [--k 1,2,4,...] ...
     proctor-eval sample --model PATH --prompts PROMPTS.jsonl --n 64 --output GENERATIONS.jsonl
+    proctor-eval contamination PROMPTS.jsonl --corpus FILES... [--n 13] [--out FILE]
 
 Every row is validated before anything is scored; scored rows go to DIR/scored.jsonl and are
 reused by the next run under the same spec hash; DIR/report.md, DIR/report.json and the figures
@@ -23,8 +24,16 @@ from tqdm import tqdm
 from proctor_client import ProctorError
 from proctor_client.evaluation import review
 from proctor_client.evaluation.analysis import Options, Study, analyse, build_table, succeeded
+from proctor_client.evaluation.contamination import flagged_ids
+from proctor_client.evaluation.contamination import main as contamination_main
 from proctor_client.evaluation.plots import draw_all
-from proctor_client.evaluation.report import Verified, build_json, write_json, write_markdown
+from proctor_client.evaluation.report import (
+    Decontaminated,
+    Verified,
+    build_json,
+    write_json,
+    write_markdown,
+)
 from proctor_client.evaluation.rows import Generation, StudyError, check_consistency
 from proctor_client.evaluation.rows import read_generations as read_rows
 from proctor_client.evaluation.scoring import DEFAULT_SPEC, Result, RowScorer
@@ -112,6 +121,12 @@ def _parser() -> argparse.ArgumentParser:
         default="none",
         help="only-one: draw first from prompts solved only by some models",
     )
+    p.add_argument(
+        "--exclude",
+        type=Path,
+        default=None,
+        help="contamination.json: pass@k again without its flagged prompts, beside the full",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -188,6 +203,19 @@ def _export_review(
     print(f"proctor-eval: review sample in {path}", file=sys.stderr)
 
 
+def _decontaminated(
+    args: argparse.Namespace, scored: Sequence[ScoredRow], options: Options, spec_name: str
+) -> Decontaminated | None:
+    if args.exclude is None:
+        return None
+    flagged = frozenset(flagged_ids(args.exclude))
+    left = [e for e in scored if e.row.prompt_id not in flagged]
+    study = study_from_scored(left, options, spec_name) if left else None
+    if study is not None and not study.models:
+        study = None
+    return Decontaminated(str(args.exclude), flagged, study)
+
+
 def _options(args: argparse.Namespace) -> Options:
     weights = None
     if args.weights is not None:
@@ -236,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
         study: Study = study_from_scored(scored, options, scorer.spec.name)
         _export_review(args, scored, options, scorer)
         verified = _verified(args, scored, options)
+        clean = _decontaminated(args, scored, options, scorer.spec.name)
     except (ValueError, review.ReviewError) as exc:
         print(f"proctor-eval: {exc}", file=sys.stderr)
         return 2
@@ -249,8 +278,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     figures = draw_all(study, args.out)
-    write_json(args.out / "report.json", build_json(study, scorer.spec, skipped, verified))
-    write_markdown(args.out / "report.md", study, scorer.spec, figures, skipped, verified)
+    write_json(args.out / "report.json", build_json(study, scorer.spec, skipped, verified, clean))
+    write_markdown(args.out / "report.md", study, scorer.spec, figures, skipped, verified, clean)
     for warning in study.warnings:
         print(f"proctor-eval: warning: {warning}", file=sys.stderr)
     print(f"proctor-eval: report in {args.out / 'report.md'}", file=sys.stderr)
@@ -263,6 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from proctor_client.evaluation.sample import main as sample_main  # torch, only here
 
         return sample_main(arguments[1:])
+    if arguments[:1] == ["contamination"]:
+        return contamination_main(arguments[1:])
     return run(_parser().parse_args(arguments))
 
 

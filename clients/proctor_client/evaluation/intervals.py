@@ -35,6 +35,7 @@ __all__ = [
     "bounded_interval",
     "recipe_variance",
     "satterthwaite",
+    "seed_component",
     "symmetric_interval",
     "t_quantile",
     "two_levels",
@@ -133,6 +134,28 @@ def recipe_variance(per_seed: Floats) -> Floats:
         return np.zeros(per_seed.shape[1:])
     variance: Floats = per_seed.var(axis=0, ddof=1) / seeds
     return variance
+
+
+def seed_component(values: Floats) -> Floats:
+    """The seed part of a recipe-level variance from per-seed, per-prompt values (seeds,
+    prompts, K) whose mean over both is the estimate: the between-seed variance of the seeds'
+    means over the number of seeds, less what the prompt x seed interaction (sampling noise
+    included) puts into it, `MS_interaction / (seeds x prompts)`, floored at 0.
+
+    The prompt-level variance, from prompts redrawn with all their seeds, already carries that
+    interaction term once; `recipe_variance` would count it a second time (two-way random
+    effects: E[var of seed means] = var_seed + var_interaction / prompts).
+    """
+    seeds, prompts = values.shape[0], values.shape[1]
+    if seeds < 2:
+        return np.zeros(values.shape[2:])
+    seed_means = values.mean(axis=1)
+    if prompts < 2:
+        return recipe_variance(seed_means)
+    residual = values - seed_means[:, None] - values.mean(axis=0)[None] + values.mean(axis=(0, 1))
+    interaction = (residual**2).sum(axis=(0, 1)) / ((seeds - 1) * (prompts - 1))
+    component: Floats = np.maximum(recipe_variance(seed_means) - interaction / (seeds * prompts), 0)
+    return component
 
 
 def _chi2_median(df: float) -> float:

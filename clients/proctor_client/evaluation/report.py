@@ -2,26 +2,30 @@
 
 report.json: `{"spec", "study", "models": {MODEL: {"prompts", "samples", "parse_rate",
 "mean_score", "pass_at_k": {"K": {"estimate", "ci": [lo, hi], "capped_prompts"}}, ...}},
-"paired": {"A|B": {...}}, "review", "warnings", "skipped_rows"}`. The Markdown says the same for a
-person, with the figures inline and every definition a reader needs to interpret a number.
+"paired": {"A|B": {...}}, "costs": {MODEL: {...}}, "equal_tokens": {"A|B": {...}}, "review",
+"contamination", "warnings", "skipped_rows"}`
+("contamination" is null unless `--exclude` named a contamination result). The Markdown says the
+same for a person, with the figures inline and every definition a reader needs to interpret a
+number.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from proctor_client.evaluation.analysis import Curve, ModelSummary, Study
 from proctor_client.evaluation.bootstrap import Interval
+from proctor_client.evaluation.budgets import EqualTokens
 from proctor_client.evaluation.estimators import wilson_interval
 from proctor_client.evaluation.paired import CATEGORIES, OnlyBy, Paired
 from proctor_client.evaluation.rows import BadRow
 from proctor_client.evaluation.scoring import SpecSummary
 
-__all__ = ["Verified", "build_json", "write_json", "write_markdown"]
+__all__ = ["Decontaminated", "Verified", "build_json", "write_json", "write_markdown"]
 
 LISTED = 25
 """Prompts listed by name in the Markdown per list (report.json has them all)."""
@@ -36,6 +40,16 @@ class Verified:
     labelled: dict[str, tuple[int, int]]
     """Per model, (labels read, judged correct)."""
     sampled: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Decontaminated:
+    """The study again without the prompts a contamination check flagged (contamination.py)."""
+
+    source: str
+    flagged: frozenset[str]
+    study: Study | None
+    """None when no judged prompt is left."""
 
 
 def _ci(interval: Interval | None) -> list[float] | None:
@@ -170,6 +184,7 @@ def build_json(
     spec: SpecSummary,
     skipped: Sequence[BadRow],
     verified: Verified | None,
+    decontaminated: Decontaminated | None = None,
 ) -> dict[str, Any]:
     o = study.options
     report: dict[str, Any] = {
@@ -186,7 +201,10 @@ def build_json(
         },
         "models": {name: _model_json(s, study) for name, s in study.models.items()},
         "paired": {name: _paired_json(p) for name, p in study.paired.items()},
+        "costs": {name: asdict(c) for name, c in study.costs.items()},
+        "equal_tokens": {name: _equal_json(e) for name, e in study.equal_tokens.items()},
         "review": None,
+        "contamination": None if decontaminated is None else _clean_json(study, decontaminated),
         "warnings": study.warnings,
         "skipped_rows": [{"line": b.line, "message": b.message} for b in skipped],
     }
@@ -211,6 +229,34 @@ def build_json(
         report["review"] = review
     report["spec"]["parameters"] = spec.parameters
     return report
+
+
+def _equal_json(e: EqualTokens) -> dict[str, Any]:
+    return {
+        "tokens_per_prompt": e.tokens,
+        "k_a": e.k_a,
+        "k_b": e.k_b,
+        "pass_a": e.a,
+        "pass_b": e.b,
+        "difference": {
+            "estimate": e.difference.estimate,
+            "ci": _ci(e.difference),
+            "ci_recipe": _ci(e.difference_recipe),
+        },
+    }
+
+
+def _clean_json(study: Study, clean: Decontaminated) -> dict[str, Any]:
+    models: dict[str, Any] = {}
+    for name, s in study.models.items():
+        left = clean.study.models.get(name) if clean.study is not None else None
+        models[name] = {
+            "flagged_prompts": sum(p in clean.flagged for p in s.prompts),
+            "prompts_left": len(left.prompts) if left else 0,
+            "pass_at_k": _curve_json(s.curve),
+            "pass_at_k_clean": _curve_json(left.curve) if left else None,
+        }
+    return {"source": clean.source, "flagged": sorted(clean.flagged), "models": models}
 
 
 def _fraction(correct: int, read: int, confidence: float) -> dict[str, Any] | None:
@@ -256,10 +302,14 @@ def write_markdown(
     figures: dict[str, str],
     skipped: Sequence[BadRow],
     verified: Verified | None,
+    decontaminated: Decontaminated | None = None,
 ) -> None:
     md = _intro(study, spec) + _warnings_section(study, skipped) + _models_section(study)
     md += _pass_at_k_section(study, figures) + _families_section(study, figures)
     md += _success_rates_section(figures)
+    md += _costs_section(study)
+    if decontaminated is not None:
+        md += _clean_section(study, decontaminated)
     for name, p in study.paired.items():
         md += _paired_section(name, p, figures[f"paired:{name}"], study)
     md += _unsolved_section(study)
@@ -326,6 +376,93 @@ def _pass_at_k_section(study: Study, figures: dict[str, str]) -> list[str]:
             "prompts would reach (other prompts count 0). Coverage near it is bought by guessing.",
         ]
     return [*md, ""]
+
+
+def _hours(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
+
+
+def _costs_section(study: Study) -> list[str]:
+    costs = study.costs
+    if not any(
+        c.tokens_per_sample is not None or c.sampling_runs for c in costs.values()
+    ) and not any(c.training_gpu_hours is not None for c in costs.values()):
+        return []
+    md = [
+        "## Cost: tokens and GPU-hours",
+        "",
+        "Tokens per sample: the mean `response_tokens` of the judged rows that record it; pass@k "
+        "costs k times that per prompt. Sampling GPU-hours: devices x wall time per sampling "
+        "run, summed (device-hours on the device named); training: the rows' "
+        "`training_gpu_hours`.",
+        "",
+        "| model | tokens per sample (rows) | tokens at the largest k | sampling runs | device | "
+        "sampling GPU-hours | training GPU-hours |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, c in costs.items():
+        per = (
+            "n/a"
+            if c.tokens_per_sample is None
+            else f"{c.tokens_per_sample:.1f} ({c.rows_with_tokens})"
+        )
+        top = "n/a" if not c.tokens_at_k else f"{c.tokens_at_k[-1]:,.0f}"
+        md.append(
+            f"| {name} | {per} | {top} | {c.sampling_runs} | "
+            f"{', '.join(c.sampling_devices) or '-'} | {_hours(c.sampling_gpu_hours)} | "
+            f"{_hours(c.training_gpu_hours)} |"
+        )
+    priced = {n: c for n, c in costs.items() if c.tokens_at_k and n in study.models}
+    if priced:
+        md += ["", "pass@k against the tokens it costs per prompt:", ""]
+        md += ["| model | k | tokens per prompt | pass@k |", "|---|---|---|---|"]
+        for name, c in priced.items():
+            curve = study.models[name].curve
+            for k, tokens, interval in zip(
+                curve.ks, c.tokens_at_k or [], curve.intervals, strict=True
+            ):
+                md.append(f"| {name} | {k} | {tokens:,.0f} | {_cell(interval)} |")
+    if study.equal_tokens:
+        md += [
+            "",
+            "At equal generated-token budgets (the smaller model's spend at the common "
+            "sample budget; each model takes the largest k it affords):",
+            "",
+        ]
+        md += [
+            "| pair | tokens per prompt | k (A, B) | pass (A, B) | A - B |",
+            "|---|---|---|---|---|",
+        ]
+        for pair, e in study.equal_tokens.items():
+            recipe = f"; recipe {_range(e.difference_recipe)}" if e.difference_recipe else ""
+            md.append(
+                f"| {pair} | {e.tokens:,.0f} | {e.k_a}, {e.k_b} | {e.a:.3f}, {e.b:.3f} | "
+                f"{_cell(e.difference)}{recipe} |"
+            )
+    return [*md, ""]
+
+
+def _clean_section(study: Study, clean: Decontaminated) -> list[str]:
+    flagged = sorted(clean.flagged)
+    shown = ", ".join(f"`{p}`" for p in flagged[:LISTED])
+    more = f" and {len(flagged) - LISTED} more" if len(flagged) > LISTED else ""
+    md = [
+        "## pass@k without contaminated prompts",
+        "",
+        f"{len(flagged)} prompt(s) share an n-gram with the corpus (`{clean.source}`): "
+        f"{shown or 'none'}{more}. The full figures and the same statistics on the other "
+        "prompts, side by side:",
+        "",
+    ]
+    if clean.study is None:
+        return [*md, "No judged prompt is left once they are removed.", ""]
+    paired: dict[str, Curve] = {}
+    for name, s in study.models.items():
+        paired[f"{name} (all)"] = s.curve
+        left = clean.study.models.get(name)
+        if left is not None:
+            paired[f"{name} (clean, {len(left.prompts)} prompts)"] = left.curve
+    return [*md, *_curve_table(paired), ""]
 
 
 def _families_section(study: Study, figures: dict[str, str]) -> list[str]:

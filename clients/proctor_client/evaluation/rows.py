@@ -4,7 +4,8 @@ A row names its prompt, its sample number, the domain and reference that judge i
 response; optionally the model (rows without one belong to "default"), the training seed of that
 model, the task family (the domain when absent), generation facts the termination penalties read,
 the decoding settings, the question itself (`prompt`, shown to reviewers) and the spec the model
-was trained under (`training_spec`, checked against the study's). A malformed line stops the
+was trained under (`training_spec`, checked against the study's), the sampling run that drew it
+(`sampling`) and the training run's GPU-hours (`training_gpu_hours`). A malformed line stops the
 study naming its line and field, unless the caller skips bad lines (they are then reported).
 Two rows with one key `(prompt_id, sample, model, seed)`, or rows of one prompt that disagree on
 its reference, domain or task family, make the study inconsistent and are always refused: no
@@ -28,12 +29,24 @@ __all__ = [
     "BadRow",
     "Generation",
     "RowKey",
+    "SamplingRecord",
     "StudyError",
     "check_consistency",
     "read_generations",
 ]
 
 DEFAULT_MODEL = "default"
+
+
+class SamplingRecord(BaseModel):
+    """What `proctor-eval sample` records of the run that drew a row (for GPU-hours)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str = Field(..., min_length=1, max_length=64, description="one sampling run (process)")
+    device: str | None = Field(None, max_length=256, description="device type, where known")
+    devices: int | None = Field(None, gt=0, strict=True, description="devices the run used")
+    elapsed_s: float = Field(..., ge=0, description="wall time from the run's start to this row")
 
 
 class Generation(BaseModel):
@@ -63,6 +76,10 @@ class Generation(BaseModel):
     )
     training_spec: str | None = Field(
         None, min_length=1, max_length=256, description="the reward spec the model trained on"
+    )
+    sampling: SamplingRecord | None = None
+    training_gpu_hours: float | None = Field(
+        None, ge=0, description="the training run's gpu_hours_total (proctor-train's metrics)"
     )
 
     @property

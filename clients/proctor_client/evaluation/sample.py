@@ -10,7 +10,9 @@ Two backends write the same rows: transformers' `generate` on a local checkpoint
 list of `{"role", "content"}` turns), `domain`, `reference` and optionally `task_family`.
 Defaults follow the protocol: temperature 0.6, top-p 0.95, no top-k and no repetition penalty
 unless asked. The output is appended to: a re-run skips the `(prompt_id, sample)` keys already
-written (see `sampling`).
+written (see `sampling`). Each row is stamped with its sampling run, device type and count
+(`--device`, `--devices`) and wall time so far, and with `--training-gpu-hours` when given: the
+report's GPU-hours (budgets.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from proctor_client.evaluation.sampling import (
     Decoding,
     Output,
     Prompt,
+    RunFacts,
     SampleError,
     open_output,
     read_prompts,
@@ -48,6 +51,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-new-tokens", "--max-tokens", type=int, default=Decoding.max_new_tokens)
     p.add_argument("--rng-seed", type=int, default=Decoding.rng_seed)
+    p.add_argument(
+        "--device",
+        default=None,
+        help="device type the model runs on, for GPU-hours (local default: cpu; --endpoint: "
+        "the server's, unknown unless given)",
+    )
+    p.add_argument("--devices", type=int, default=None, help="devices the model runs on")
+    p.add_argument(
+        "--training-gpu-hours",
+        type=float,
+        default=None,
+        help="the training run's gpu_hours_total, recorded in every row for the report",
+    )
     local = p.add_argument_group("local backend (transformers generate)")
     local.add_argument("--batch-prompts", type=int, default=4, help="prompts per generate call")
     local.add_argument("--no-chat-template", action="store_true", help="give text prompts as is")
@@ -83,6 +99,20 @@ def _check(args: argparse.Namespace) -> None:
             raise SampleError(f"--{name.replace('_', '-')} must be at least 1")
     if args.retries < 0:
         raise SampleError("--retries must be at least 0")
+    if args.devices is not None and args.devices < 1:
+        raise SampleError("--devices must be at least 1")
+    if args.training_gpu_hours is not None and not args.training_gpu_hours >= 0:
+        raise SampleError("--training-gpu-hours must be at least 0")
+
+
+def _facts(args: argparse.Namespace) -> RunFacts:
+    """The local backend runs the model in this process, on the CPU (sample_local.py moves it
+    nowhere); an endpoint's hardware is the server's and known only when declared."""
+    if args.endpoint is None:
+        device, devices = args.device or "cpu", args.devices or 1
+    else:
+        device, devices = args.device, args.devices
+    return RunFacts(device, devices, args.training_gpu_hours)
 
 
 def _backend(
@@ -136,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     prompts = read_prompts(args.prompts)
     model_name = args.model_name or args.model
-    output = open_output(args.output, model_name, args.seed_label, decoding)
+    output = open_output(args.output, model_name, args.seed_label, decoding, _facts(args))
     before = len(output.done)
     todo = list(output.missing(prompts, args.n))
     try:

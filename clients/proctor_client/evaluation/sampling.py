@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ __all__ = [
     "Decoding",
     "Output",
     "Prompt",
+    "RunFacts",
     "SampleError",
     "make_row",
     "open_output",
@@ -147,13 +150,46 @@ def make_row(
     }
 
 
-class Output:
-    """The generations file opened for appending, with the keys it already holds."""
+@dataclass(frozen=True)
+class RunFacts:
+    """What every row of a sampling run records of it (`sampling`, `training_gpu_hours`)."""
 
-    def __init__(self, stream: IO[str], done: set[tuple[str, int]]) -> None:
+    device: str | None
+    devices: int | None
+    training_gpu_hours: float | None = None
+
+
+class Output:
+    """The generations file opened for appending, with the keys it already holds. With `facts`,
+    each row written gets `sampling` (a run id for this process, the device type and count, the
+    wall time since the output was opened) and `training_gpu_hours` when given."""
+
+    def __init__(
+        self, stream: IO[str], done: set[tuple[str, int]], facts: RunFacts | None = None
+    ) -> None:
         self._stream = stream
         self.done = done
         self.written = 0
+        self._facts = facts
+        self._run = uuid.uuid4().hex
+        self._start = time.monotonic()
+
+    def _stamped(self, row: Mapping[str, Any]) -> Mapping[str, Any]:
+        if self._facts is None:
+            return row
+        facts = self._facts
+        record = {
+            "run": self._run,
+            "device": facts.device,
+            "devices": facts.devices,
+            "elapsed_s": round(time.monotonic() - self._start, 3),
+        }
+        hours = facts.training_gpu_hours
+        return {
+            **row,
+            "sampling": record,
+            **({"training_gpu_hours": hours} if hours is not None else {}),
+        }
 
     def missing(self, prompts: Iterable[Prompt], n: int) -> Iterator[tuple[Prompt, list[int]]]:
         """Each prompt with a sample still to write, and those sample numbers."""
@@ -167,6 +203,7 @@ class Output:
         key = (row["prompt_id"], row["sample"])
         if key in self.done:
             raise ValueError(f"row {key} written twice")
+        row = self._stamped(row)
         self._stream.write(json.dumps(row, ensure_ascii=False) + "\n")
         self._stream.flush()
         self.done.add(key)
@@ -205,11 +242,17 @@ def _existing(path: Path, expect: tuple[Any, Any, Any]) -> tuple[set[tuple[str, 
     return done, keep
 
 
-def open_output(path: Path, model_name: str, seed_label: str | None, decoding: Decoding) -> Output:
+def open_output(
+    path: Path,
+    model_name: str,
+    seed_label: str | None,
+    decoding: Decoding,
+    facts: RunFacts | None = None,
+) -> Output:
     """Open `path` to append the rest of a run to it (created if absent)."""
     done: set[tuple[str, int]] = set()
     if path.exists():
         done, keep = _existing(path, (model_name, seed_label, decoding.requested()))
         if keep < path.stat().st_size:
             os.truncate(path, keep)
-    return Output(path.open("a", encoding="utf-8"), done)
+    return Output(path.open("a", encoding="utf-8"), done, facts)

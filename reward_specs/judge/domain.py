@@ -1,0 +1,252 @@
+"""Judge: a free-form answer compared with the reference by a judge model (binary reward).
+
+The answer is extracted as the math domain extracts one (the last `\\boxed{}`, then "the answer
+is ..."), from the response with the judge model's special-token strings removed
+(`text.strip_special_tokens`); a response without one is 0 (`parsed: false`) and is never sent,
+nor is an answer longer than `max_answer_chars` (0, `answer_too_long`). The spec's template is
+filled with the question, the reference answer and the extracted answer, each with the verdict
+markers escaped (`text.escape_markers`) and nothing else added, and sent as one user message to
+`{url}/chat/completions` of the endpoint the spec names (`ScoreContext.judges`). The verdict is
+the last marker of the judge's reply on a line of its own (`text.read_verdict`); with
+`both_orders` the template is asked a second time with the reference and the answer swapped, and
+the item's score is the lower of the two, so both must agree for a yes.
+
+Who caused what decides the outcome (`reward_specs.judge.client`): a reply without a verdict (cut
+at `max_tokens` or not) is 0 (`judge_no_verdict`), an HTTP 400 is 0 (`judge_rejected_input`):
+a response can provoke both, and must not escape its 0 by confusing its judge. A judge that is
+down, refuses us (429, 401, 403, 404, 5xx) or is slower than its `timeout_s` makes the item
+`infra_error` (`judge_unavailable`, `judge_timeout`), as does a spec whose endpoint this process
+does not have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from reward_specs import codes
+from reward_specs.canonical import canonical_text
+from reward_specs.extract import BoxedFallback, extract_answer
+from reward_specs.judge.client import JudgeRejected, Judges, Messages, Reply
+from reward_specs.judge.text import escape_markers, marker_key, read_verdict, strip_special_tokens
+from reward_specs.scorer import (
+    DomainConfig,
+    Example,
+    Judgement,
+    NotJudged,
+    ReferenceModel,
+    ScoreContext,
+    Scorer,
+)
+from reward_specs.spec import Spec
+
+__all__ = [
+    "SCORER",
+    "JudgeConfig",
+    "JudgeReference",
+    "judge_answer_key",
+    "render",
+    "score_judge",
+    "wanted_endpoints",
+]
+
+REPLY_CHARS = 2048
+"""How much of a judge's reply `details.judge.reply` keeps (its end: where the verdict is)."""
+
+_SLOTS = ("{question}", "{reference}", "{answer}")
+
+
+class JudgeConfig(DomainConfig):
+    endpoint: str = Field(..., min_length=1)
+    """The name of the judge endpoint in the server's `judge_endpoints`."""
+    model: str = Field(..., min_length=1)
+    """The model the endpoint serves, as its `GET /models` names it."""
+    template: str
+    """The user message: `{question}`, `{reference}` and `{answer}` are each filled with the
+    text itself (markers escaped, no delimiters added: a template that wants them writes them);
+    no other braces are read."""
+    verdicts: dict[str, float]
+    """The marker strings the judge ends with and the score each gives (0 to 1)."""
+    both_orders: bool = False
+    """Ask a second time with the reference and the answer swapped; both must agree for a yes."""
+    max_answer_chars: int = Field(2000, ge=1, le=100_000)
+    """A longer extracted answer is 0 (`answer_too_long`), never sent."""
+    max_tokens: int = Field(512, ge=1, le=32768)
+    """The judge's reply's bound; a reply cut there without a verdict is 0 (`judge_no_verdict`)."""
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    special_tokens: tuple[str, ...] = ()
+    """The judge model's special-token strings (from its tokenizer), stripped from responses
+    with the generic `<|...|>`, `<s>`, `</s>`, `[INST]` forms."""
+    fallbacks: tuple[BoxedFallback, ...] = ("answer_is",)
+    """Where to look when the response has no `\\boxed{}`, as in the math domain."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("template")
+    @classmethod
+    def _has_slots(cls, value: str) -> str:
+        missing = [s for s in _SLOTS if s not in value]
+        if missing:
+            raise ValueError(f"the template lacks {', '.join(missing)}")
+        return value
+
+    @field_validator("verdicts")
+    @classmethod
+    def _verdicts(cls, value: dict[str, float]) -> dict[str, float]:
+        if not value:
+            raise ValueError("at least one verdict marker is needed")
+        keys = [marker_key(m) for m in value]
+        if any(len(k) < 2 for k in keys):
+            raise ValueError("a verdict marker needs at least two characters that count")
+        if len(set(keys)) != len(keys):
+            raise ValueError("two verdict markers are the same once normalised")
+        if any(not 0.0 <= s <= 1.0 for s in value.values()):
+            raise ValueError("verdict scores lie in [0, 1]")
+        return value
+
+    @model_validator(mode="after")
+    def _a_yes_exists(self) -> JudgeConfig:
+        if 1.0 not in self.verdicts.values():
+            raise ValueError("one verdict must score 1 (the judge's yes)")
+        return self
+
+
+class JudgeReference(ReferenceModel):
+    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
+
+    question: str = Field(..., min_length=1)
+    answer: str = Field(..., min_length=1)
+
+
+def _answer(text: str, config: JudgeConfig) -> tuple[str | None, str]:
+    cleaned = strip_special_tokens(text, config.special_tokens)
+    answer, source = extract_answer(cleaned, config.fallbacks)
+    return answer, source
+
+
+def judge_answer_key(text: str, config: JudgeConfig) -> str | None:
+    """The extracted answer (what the judge is shown of the response) and where it was found
+    (which `details.source` reports)."""
+    answer, source = _answer(text, config)
+    return None if answer is None else f"{source}\x00{answer}"
+
+
+def render(template: str, fills: Mapping[str, str]) -> str:
+    """`template` with each `{slot}` replaced by its fill, in one pass (a fill's own braces are
+    text, never a slot)."""
+    out: list[str] = []
+    i = 0
+    while i < len(template):
+        for slot in _SLOTS:
+            if template.startswith(slot, i):
+                out.append(fills[slot[1:-1]])
+                i += len(slot)
+                break
+        else:
+            out.append(template[i])
+            i += 1
+    return "".join(out)
+
+
+def prompts(
+    question: str, reference: str, answer: str, config: JudgeConfig
+) -> tuple[Messages, ...]:
+    """The chats sent for one item: one order, or both (reference and answer swapped)."""
+    markers = list(config.verdicts)
+    q, r, a = (escape_markers(t, markers) for t in (question, reference, answer))
+    orders = [{"question": q, "reference": r, "answer": a}]
+    if config.both_orders:
+        orders.append({"question": q, "reference": a, "answer": r})
+    return tuple((("user", render(config.template, fills)),) for fills in orders)
+
+
+def _scope(config: JudgeConfig, ctx: ScoreContext) -> str:
+    """What the cache keeps replies under: the judge section's hash (the domain's, with the
+    endpoint's models, where the engine gives it)."""
+    return ctx.domain_hash or canonical_text(config.model_dump(mode="json"))
+
+
+def _details(
+    replies: tuple[Reply, ...], cached: bool, verdict: str | None, orders: int
+) -> dict[str, Any]:
+    last = replies[-1].text if replies else ""
+    return {
+        "verdict": verdict,
+        "orders": orders,
+        "cached": cached,
+        "prompt_tokens": sum(r.prompt_tokens for r in replies),
+        "completion_tokens": sum(r.completion_tokens for r in replies),
+        "reply": last[-REPLY_CHARS:],
+        "finish_reasons": [r.finish_reason for r in replies],
+    }
+
+
+def wanted_endpoints(specs: Mapping[str, Spec]) -> set[str]:
+    """The judge endpoints the specs name."""
+    return {
+        config.endpoint
+        for spec in specs.values()
+        if isinstance(config := spec.domains.get("judge"), JudgeConfig)
+    }
+
+
+def score_judge(
+    response: str, reference: JudgeReference, config: JudgeConfig, ctx: ScoreContext
+) -> Judgement:
+    """Free-form answer (last `\\boxed{}`, then "the answer is") judged against the reference by
+    a judge model behind an OpenAI-compatible endpoint; 0/1."""
+    answer, source = _answer(response, config)
+    if answer is None:
+        return Judgement.unparsed("no_answer")
+    if len(answer) > config.max_answer_chars:
+        return Judgement.zero("answer_too_long", answer_chars=len(answer), source=source)
+    judges: Judges | None = ctx.judges
+    if judges is None or config.endpoint not in judges.endpoints:
+        raise NotJudged(
+            f"judge endpoint {config.endpoint!r} is not configured here", codes.JUDGE_UNAVAILABLE
+        )
+    chats = prompts(reference.question, reference.answer, answer, config)
+    body = {
+        "model": config.model,
+        "max_tokens": config.max_tokens,
+        "temperature": config.temperature,
+    }
+    try:
+        replies, cached = judges.ask(config.endpoint, chats, body, _scope(config, ctx))
+    except JudgeRejected as exc:
+        return Judgement.zero(
+            "judge_rejected_input",
+            source=source,
+            judge={"status": exc.status, "reply": exc.body[-REPLY_CHARS:]},
+        )
+    verdicts = [read_verdict(r.text, config.verdicts) for r in replies]
+    if any(v is None for v in verdicts):
+        return Judgement.zero(
+            "judge_no_verdict", source=source, judge=_details(replies, cached, None, len(chats))
+        )
+    marker, score = min((v for v in verdicts if v is not None), key=lambda v: v[1])
+    details = {"source": source, "judge": _details(replies, cached, marker, len(chats))}
+    return Judgement(score=score, success=score >= 1.0, parsed=True, details=details)
+
+
+def _examples() -> list[Example]:
+    return [
+        Example(
+            reference={
+                "question": "Name the gas plants take in for photosynthesis.",
+                "answer": "carbon dioxide",
+            },
+            response="Plants take in CO2, so the answer is \\boxed{carbon dioxide}.",
+        )
+    ]
+
+
+SCORER = Scorer.from_function(
+    "judge",
+    score_judge,
+    _examples,
+    answer_key=judge_answer_key,
+    opt_in=True,
+)

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reward_specs import Registry, SpecError
 from service.asgi import HttpMiddleware, send_error
 from service.auth import ApiKeyAuth, declare_security, load_keys
-from service.compat import keys, nemo_gym
+from service.compat import keys, nemo_gym, sandbox_fusion_routes
 from service.dispatch import Dispatcher, DispatchRefused, local
 from service.errors import error_body, invalid_json
 from service.examples import EXAMPLE_ITEMS
@@ -267,6 +267,7 @@ def create_app(
     app.include_router(openrlhf.router)
     app.include_router(run.router)
     app.include_router(nemo_gym.router)
+    app.include_router(sandbox_fusion_routes.router)
     mount_docs(app)
     app.add_middleware(BodyBudget, budget=settings.max_inflight_request_bytes)
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)

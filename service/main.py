@@ -17,7 +17,7 @@ from fastapi import Depends, FastAPI
 from service.core.runtime import settle_heap
 from service.dispatch import Dispatcher
 from service.http.auth import ApiKeyAuth, load_keys
-from service.http.compat import nemo_gym, path_keys
+from service.http.compat import nemo_gym, path_keys, sandbox_fusion_routes
 from service.http.handlers import add_error_handlers
 from service.http.metrics import StatusCounter, plain_paths
 from service.http.openapi import server_openapi
@@ -55,7 +55,7 @@ def create_app(
     )
     app.state.proctor = state
     add_error_handlers(app)
-    for router in (score, health, puzzles, openrlhf, run, nemo_gym):
+    for router in (score, health, puzzles, openrlhf, run, nemo_gym, sandbox_fusion_routes):
         app.include_router(router.router)
     docs.mount_docs(app)
     app.add_middleware(BodyBudget, budget=settings.max_inflight_request_bytes)

@@ -19,7 +19,7 @@ from reward_specs.json_bounds import DEFAULT_MAX_DEPTH, HARD_MAX_DEPTH
 from reward_specs.judge import DEFAULT_CACHE_BYTES, Endpoint
 from sandboxes.settings import SandboxSettings
 
-__all__ = ["RunSettings", "Settings", "SettingsError", "load_settings"]
+__all__ = ["CompatSettings", "RunSettings", "Settings", "SettingsError", "load_settings"]
 
 
 def _at_least(model: BaseModel, *pairs: tuple[str, str], prefix: str = "") -> None:
@@ -62,6 +62,18 @@ class RunSettings(BaseModel):
     def _backstop_above_budget(self) -> RunSettings:
         _at_least(self, ("wall_s", "cpu_s"), prefix="run.")
         return self
+
+
+class CompatSettings(BaseModel):
+    """The SandboxFusion-compatible routes (`service.http.compat`, docs/api.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    queue_wait_s: float = Field(10.0, gt=0, le=600)
+    """How long a compat request waits for a sandbox of the run pool before it is answered 504
+    with `Retry-After` (verl retries only a 504, within an HTTP timeout of at least 20 s)."""
+    executor_pod_name: str | None = Field(None, max_length=253)
+    """What `executor_pod_name` answers (None: null); never the host's name unless set so."""
 
 
 class Settings(BaseSettings):
@@ -231,6 +243,8 @@ class Settings(BaseSettings):
     sandbox: SandboxSettings = SandboxSettings()
     run: RunSettings = RunSettings()
     """`POST /v1/run` (`RunSettings`; `PROCTOR_RUN__CPU_S=2`, ...)."""
+    compat: CompatSettings = CompatSettings()
+    """The compatibility routes (`CompatSettings`; `PROCTOR_COMPAT__QUEUE_WAIT_S=5`, ...)."""
 
     @field_validator("queue_url")
     @classmethod

@@ -74,17 +74,21 @@ def build_state(
         return job_runner_from(state, raw)
 
     dispatcher, jobs = _backend(settings, registry, finished, runner_for, dispatcher)
+    runs = RunPool(settings)
     state = AppState(
         settings=settings,
         registry=registry,
         loaded=loaded,
         dispatcher=dispatcher,
         metrics=Metrics(
-            dispatcher.stats, domains=[s.domain for s in registry], sampling=sampler.load
+            dispatcher.stats,
+            domains=[s.domain for s in registry],
+            sampling=sampler.load,
+            runs=runs.stats,
         ),
         sampler=sampler,
         jobs=jobs,
-        runs=RunPool(settings),
+        runs=runs,
         scoring=Scoring.of(settings, dispatcher, registry),
         limits=make_limits(settings),
     )

@@ -70,6 +70,12 @@ def test_short_code_benchmark_agrees_with_its_baselines() -> None:
     _run("code_throughput.py")
 
 
+def test_short_compat_benchmark_agrees_with_score(local_backend: object) -> None:
+    # verl's own SandboxFusion scoring through /compat/sandbox-fusion/run_code and /v1/score give
+    # every response the same score (local sandboxes; verl's venv, which tests/run builds)
+    _run("compat_throughput.py")
+
+
 @pytest.mark.redis
 def test_short_scale_out_benchmark_agrees_across_modes() -> None:
     # the embedded default and one, two and four queue workers (each in a CPU cgroup on a

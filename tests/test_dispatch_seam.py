@@ -63,7 +63,7 @@ def test_the_app_runs_on_a_dispatcher_that_implements_only_the_protocol() -> Non
         assert dispatcher.started
         assert client.get("/readyz").json() == {
             "status": "ready",
-            "components": {"in_process": True},
+            "components": {"in_process": True, "run_pool": True},
             "judge_endpoints_unconfigured": ["judge"],  # free-form-judge-1's; none configured
         }
         results = client.post("/v1/score", json={"items": items}).json()["results"]

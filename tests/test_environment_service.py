@@ -204,7 +204,12 @@ def test_a_worker_of_another_environment_gets_no_code_chunk(
         assert other is not None and other != expected
         poll(lambda: status_of(url + "/readyz") == 503, timeout=10)
         ready = httpx.get(url + "/readyz").json()
-        assert ready["components"] == {"queue": True, "workers": True, "code_environment": False}
+        assert ready["components"] == {
+            "queue": True,
+            "workers": True,
+            "code_environment": False,
+            "run_pool": True,
+        }
 
         response = httpx.post(url + "/v1/score", json={"items": _numpy_items(8)}, timeout=120)
         assert response.status_code == 200, response.text

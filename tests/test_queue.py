@@ -273,6 +273,7 @@ def test_no_live_worker_is_a_503_after_queue_wait_s(redis_server: RedisServer) -
             "queue": True,
             "workers": False,
             "code_environment": True,
+            "run_pool": True,
         }
         response = _post(api.url, [_sleep(0)])
         assert response.status_code == 503

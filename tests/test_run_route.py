@@ -60,6 +60,34 @@ def test_output_stdin_and_files(http: httpx.Client) -> None:
     assert "FileNotFoundError" in reads["stderr"]
 
 
+def _metric(text: str, name: str) -> float:
+    """The value of the sample `name` (with its labels, as exposed) in a Prometheus text."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} is not in /metrics")
+
+
+def test_the_run_pool_is_in_readyz_and_metrics(http: httpx.Client) -> None:
+    before = http.get("/metrics").text
+    errors_before = (
+        _metric(before, 'proctor_runs_total{status="error"}')
+        if ('proctor_runs_total{status="error"}' in before)
+        else 0.0
+    )
+    assert _run(http, language="python", source="print(1)")["status"] == "ok"
+    assert _run(http, language="python", source="raise SystemExit(3)")["status"] == "error"
+    ready = http.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["components"]["run_pool"] is True
+    after = http.get("/metrics").text
+    assert _metric(after, "proctor_run_pool_size") == 2  # opened by the first run
+    assert _metric(after, "proctor_run_pool_sandboxes") >= 1
+    assert _metric(after, "proctor_run_pool_pending") == 0
+    assert _metric(after, 'proctor_runs_total{status="ok"}') >= 1
+    assert _metric(after, 'proctor_runs_total{status="error"}') == errors_before + 1
+
+
 def test_nonzero_exit_is_error_with_its_code(http: httpx.Client) -> None:
     result = _run(http, language="python", source="import sys\nprint('so far')\nsys.exit(3)")
     assert (result["status"], result["exit_code"], result["stdout"]) == ("error", 3, "so far\n")

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from service.http.compat import nemo_gym
+from service.http.compat import nemo_gym, sandbox_fusion_routes
 from service.http.compat.path_keys import prefixes
 from tests.helpers import Server, running_server
 
@@ -51,6 +51,10 @@ _SCHEMA_SILENT = (
     "/v1/run",
     "/v1/puzzles/{task}/sample",
     *(f"{prefix}/{route}" for prefix in prefixes(nemo_gym.PREFIX) for route in nemo_gym.ROUTES),
+    *(
+        f"{prefixes(sandbox_fusion_routes.PREFIX)[1]}{route}"
+        for route in sandbox_fusion_routes.ROUTES
+    ),
 )
 """Routes that may refuse a schema-valid body with a documented 422 (see the test), or 401 (a
 compat prefix's keyed form on this open server)."""

@@ -33,6 +33,7 @@ from reward_specs.judge.domain import JudgeConfig
 from service.dispatch import DispatchStats
 from service.http.asgi import HttpMiddleware
 from service.schemas import ScoreResult
+from service.work.runs import RunPoolStats
 
 __all__ = ["Metrics", "StatusCounter", "plain_paths"]
 
@@ -186,12 +187,51 @@ class _SamplingCollector(Collector):
         )
 
 
+class _RunPoolCollector(Collector):
+    """`POST /v1/run`'s pool (and the compat routes' runs): its sandboxes, the runs waiting for
+    one, and the runs answered by status. On the API host in both modes."""
+
+    def __init__(self, stats: Callable[[], RunPoolStats]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterable[Metric]:
+        stats = self._stats()
+        sandboxes = stats.sandboxes
+        for name, value, doc in (
+            (
+                "proctor_run_pool_size",
+                sandboxes.size,
+                "Run pool size (0: unopened).",
+            ),
+            (
+                "proctor_run_pool_sandboxes",
+                sandboxes.live,
+                "Run pool sandboxes alive.",
+            ),
+            ("proctor_run_pool_idle_sandboxes", sandboxes.idle, "Run pool sandboxes waiting."),
+            ("proctor_run_pool_pending", stats.pending, "Runs waiting for a run pool sandbox."),
+        ):
+            yield GaugeMetricFamily(name, doc, value=value)
+        yield CounterMetricFamily(
+            "proctor_run_pool_replacements",
+            "Run pool sandboxes retired (recycled, or after an error).",
+            value=sandboxes.retired,
+        )
+        answered = CounterMetricFamily(
+            "proctor_runs", "Runs answered, by status.", labels=["status"]
+        )
+        for status, count in sorted(stats.answered.items()):
+            answered.add_metric([status], count)
+        yield answered
+
+
 class Metrics:
     def __init__(
         self,
         dispatch_stats: Callable[[], DispatchStats],
         domains: Collection[str] = (),
         sampling: Callable[[], tuple[int, int]] | None = None,
+        runs: Callable[[], RunPoolStats] | None = None,
     ) -> None:
         self.domains = frozenset(domains)
         self.registry = CollectorRegistry()
@@ -264,6 +304,8 @@ class Metrics:
         self.registry.register(_DispatchCollector(dispatch_stats))
         if sampling is not None:
             self.registry.register(_SamplingCollector(sampling))
+        if runs is not None:
+            self.registry.register(_RunPoolCollector(runs))
 
     def _counter(self, name: str, documentation: str, *labels: str) -> Counter:
         return Counter(name, documentation, labels, registry=self.registry)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 from reward_specs import codes
 from reward_specs.code.extract import Language
@@ -34,6 +34,7 @@ from sandboxes import (
     RunResult,
     SandboxError,
     SandboxSettings,
+    SandboxStats,
     SandboxUnavailable,
     open_backend,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "RunBounds",
     "RunOutcome",
     "RunPool",
+    "RunPoolStats",
     "RunStatus",
     "outcome_of",
     "run_request",
@@ -66,6 +68,9 @@ _STATUS: dict[str, RunStatus] = {
 }
 """A sandbox execution's status as a run's ("skipped" never comes from a one-execution run
 whose build succeeded)."""
+
+T = TypeVar("T")
+_Answer = TypeVar("_Answer")
 
 _COULD_NOT_START = b"sandbox: could not start the program"
 """What the supervisor appends when exec itself failed (a compiler missing on this host)."""
@@ -190,6 +195,16 @@ def outcome_of(result: RunResult) -> RunOutcome:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RunPoolStats:
+    """The run pool at a scrape (`/metrics`): its sandboxes (all 0 before the first run opens
+    them), the runs waiting for one, and the runs answered by status."""
+
+    sandboxes: SandboxStats
+    pending: int
+    answered: Mapping[str, int]
+
+
 class _Run:
     """One run's turn in the fair queue (compared by identity)."""
 
@@ -205,10 +220,11 @@ class RunPool:
         own = run_sandbox_settings(settings.sandbox, settings.run.pool_size)
         self._backend = LazyBackend(own.backend, lambda: open_backend(own))
         self._threads: FairThreads | None = None
+        self._answered: dict[str, int] = {}
 
-    def _sandbox_run(self, request: RunRequest) -> RunOutcome:
+    def _sandbox_run(self, request: RunRequest, read: Callable[[RunResult], T]) -> T | RunOutcome:
         try:
-            return outcome_of(self._backend.run(request))
+            return read(self._backend.run(request))
         except SandboxUnavailable as exc:  # no run pool on this host
             code = codes.SANDBOX_UNAVAILABLE
             return RunOutcome("infra_error", error_code=code, error_message=str(exc))
@@ -218,27 +234,62 @@ class RunPool:
     async def run(self, request: RunRequest) -> RunOutcome:
         """Run `request` in the caller's tenant's fair turn; past the request deadline it is
         `infra_error` (`deadline_exceeded`), and a run not yet started never starts."""
+        return await self.execute(request, outcome_of)
+
+    async def execute(
+        self,
+        request: RunRequest,
+        read: Callable[[RunResult], T],
+        start_within_s: float | None = None,
+    ) -> T | RunOutcome:
+        """`run`, with the sandbox's result read by `read` (on the pool's thread), or the
+        `infra_error` outcome. With `start_within_s`, a run no sandbox took within that time
+        never starts: `infra_error` (`deadline_exceeded`) at once."""
         if self._threads is None:
             self._threads = FairThreads(self.settings.run.pool_size, "proctor-run")
         turn = _Run()
         started = time.monotonic()
-        future = self._threads.submit(tenant(), turn, lambda: self._sandbox_run(request))
+        future = self._threads.submit(tenant(), turn, lambda: self._sandbox_run(request, read))
+        waiting = asyncio.wrap_future(future)
         try:
-            return await asyncio.wait_for(
-                asyncio.wrap_future(future), timeout=self.settings.request_deadline_s
-            )
+            if start_within_s is not None:
+                await asyncio.wait({waiting}, timeout=start_within_s)
+                if future.cancel():  # still queued: no sandbox was free in time
+                    message = f"no sandbox of the run pool was free within {start_within_s:g} s"
+                    return self._count(
+                        RunOutcome(
+                            "infra_error", error_code=codes.DEADLINE_EXCEEDED, error_message=message
+                        )
+                    )
+            left = self.settings.request_deadline_s - (time.monotonic() - started)
+            outcome = await asyncio.wait_for(waiting, timeout=max(left, 0.0))
         except TimeoutError:
             waited = time.monotonic() - started
             message = f"no sandbox of the run pool answered within {waited:.0f} s"
-            return RunOutcome(
+            outcome = RunOutcome(
                 "infra_error", error_code=codes.DEADLINE_EXCEEDED, error_message=message
             )
         finally:
             self._threads.forget(turn)
+        return self._count(outcome)
+
+    def _count(self, outcome: _Answer) -> _Answer:
+        """Count a run answered (`stats`): by its status, or `finished` for a result read by
+        another route's `read` (the sandbox answered; the route's body says how it ended)."""
+        status = outcome.status if isinstance(outcome, RunOutcome) else "finished"
+        self._answered[status] = self._answered.get(status, 0) + 1
+        return outcome
 
     def pending(self) -> int:
         """Runs waiting for a sandbox of the pool."""
         return 0 if self._threads is None else self._threads.pending()
+
+    def ready(self) -> bool:
+        """For `/readyz`: not yet opened (the first run opens it), or its sandboxes are up."""
+        return self._backend.ready()
+
+    def stats(self) -> RunPoolStats:
+        return RunPoolStats(self._backend.stats(), self.pending(), dict(self._answered))
 
     def close(self) -> None:
         """Stop the threads and the sandboxes (blocking)."""

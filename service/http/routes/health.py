@@ -25,7 +25,7 @@ async def healthz() -> dict[str, str]:
     responses={503: {"description": "A component is not ready; the body says which."}},
 )
 async def readyz(state: StateDep) -> JSONResponse:
-    components = state.dispatcher.readiness()
+    components = {**state.dispatcher.readiness(), "run_pool": state.runs.ready()}
     ready = all(components.values())
     body: dict[str, object] = {
         "status": "ready" if ready else "not_ready",

@@ -15,7 +15,7 @@ from service.schemas import ErrorInfo
 from service.settings import Settings
 from service.work.runs import RunBounds, RunStatus, run_request, source_file
 
-__all__ = ["RunBody", "RunLimitsBody", "RunResponse", "router"]
+__all__ = ["RunBody", "RunLimitsBody", "RunResponse", "path_problem", "router"]
 
 router = APIRouter(tags=["run"])
 
@@ -45,13 +45,20 @@ class RunBody(BaseModel):
     @classmethod
     def _relative_paths(cls, files: dict[str, str] | None) -> dict[str, str] | None:
         for path in files or {}:
-            parts = path.split("/")
-            if path.startswith("/") or "\x00" in path or len(path) > 255:
-                message = "a path must be relative, without NUL, at most 255 characters"
-                raise ValueError(f"{path!r}: {message}")
-            if any(part in ("", ".", "..") for part in parts):
-                raise ValueError(f"{path!r}: no empty, '.' or '..' components")
+            problem = path_problem(path)
+            if problem is not None:
+                raise ValueError(f"{path!r}: {problem}")
         return files
+
+
+def path_problem(path: str) -> str | None:
+    """What is wrong with `path` as a file of a run (None: nothing): the work directory's
+    rule for `files`, here and on the compatibility routes."""
+    if path.startswith("/") or "\x00" in path or len(path) > 255:
+        return "a path must be relative, without NUL, at most 255 characters"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "no empty, '.' or '..' components"
+    return None
 
 
 class RunResponse(BaseModel):

@@ -2,8 +2,9 @@
 the service's judge path (a real server, and in-process), against a scripted OpenAI-compatible
 judge: the review template is what is sent (reasoning included, models blinded), the judge's
 labels give verified pass@k beside the human ones, their agreement is Cohen's kappa, and the judge
-spec's hash is registered in review_protocol.json. Also the review item in the domain itself and
-kappa on known tables."""
+spec's hash is registered in review_protocol.json, and a line the judge could not label stays
+unlabelled, never "incorrect". Also the review item in the domain itself and kappa on known
+tables."""
 
 from __future__ import annotations
 
@@ -201,3 +202,42 @@ def test_a_review_item_without_a_review_template_is_invalid(judge: ScriptedJudge
     refused = score_item(registry, bare, item, ScoreContext(judges=judges))
     assert refused.status == "invalid"
     assert len(judge.asked) == 1
+
+
+def test_a_line_the_judge_could_not_label_stays_unlabelled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def failing_on_odd(prompt: str) -> tuple[int, str]:
+        status, reply = reasoning_judge(prompt)
+        return (503, "overloaded") if "[[A!=B]]" in reply else (status, reply)
+
+    generations, out = _generations(tmp_path / "g.jsonl"), tmp_path / "out"
+    with (
+        scripted_judge(failing_on_odd) as judge,
+        running_server(workers=1, judge_endpoints={"judge": Endpoint(url=judge.url)}) as server,
+    ):
+        code, err = _eval(
+            capsys,
+            generations,
+            "--out",
+            out,
+            "--url",
+            server.url,
+            "--review-size",
+            "4",
+            "--review-seed",
+            "3",
+            "--review-judge",
+            JUDGE_SPEC,
+        )
+    assert code == 0, err
+    sample = _sample(out)
+    odd = sum(_answer(s) % 2 for s in sample)
+    assert 0 < odd < len(sample)
+    lines = [json.loads(line) for line in (out / JUDGE_LABELS_FILE).read_text().splitlines()]
+    assert sum(line["label"] is None for line in lines) == odd  # never read as "incorrect"
+    assert all(line["label"] in (None, "correct") for line in lines)
+    section = json.loads((out / "report.json").read_text())["review_judge"]
+    assert section["unlabelled"] == {"judge_unavailable": odd}
+    labelled = sum(m["labelled"] for m in section["models"].values())
+    assert labelled == len(sample) - odd

@@ -11,6 +11,14 @@ the last marker of the judge's reply on a line of its own (`text.read_verdict`);
 `both_orders` the template is asked a second time with the reference and the answer swapped, and
 the item's score is the lower of the two, so both must agree for a yes.
 
+A review item (`reference.reasoning` set: the whole response, reasoning included, as
+`proctor-eval --review-judge` sends it) asks the spec's second template, `review_template`,
+whether that reasoning supports the extracted answer: `{question}`, `{reasoning}` and `{answer}`
+filled as above, one order (nothing is compared, so nothing is swapped), the same verdicts. The
+reasoning travels in the reference because the spec's `strip_reasoning` removes a `<think>` block
+from the response before any domain reads it. A spec without a `review_template` refuses such an
+item (`invalid`).
+
 Who caused what decides the outcome (`reward_specs.judge.client`): a reply without a verdict (cut
 at `max_tokens` or not) is 0 (`judge_no_verdict`), an HTTP 400 is 0 (`judge_rejected_input`):
 a response can provoke both, and must not escape its 0 by confusing its judge. A judge that is
@@ -34,6 +42,7 @@ from reward_specs.judge.text import escape_markers, marker_key, read_verdict, st
 from reward_specs.scorer import (
     DomainConfig,
     Example,
+    InvalidReference,
     Judgement,
     NotJudged,
     ReferenceModel,
@@ -48,6 +57,7 @@ __all__ = [
     "JudgeReference",
     "judge_answer_key",
     "render",
+    "review_prompt",
     "score_judge",
     "wanted_endpoints",
 ]
@@ -56,6 +66,7 @@ REPLY_CHARS = 2048
 """How much of a judge's reply `details.judge.reply` keeps (its end: where the verdict is)."""
 
 _SLOTS = ("{question}", "{reference}", "{answer}")
+_REVIEW_SLOTS = ("{question}", "{reasoning}", "{answer}")
 
 
 class JudgeConfig(DomainConfig):
@@ -69,6 +80,9 @@ class JudgeConfig(DomainConfig):
     no other braces are read."""
     verdicts: dict[str, float]
     """The marker strings the judge ends with and the score each gives (0 to 1)."""
+    review_template: str | None = None
+    """The second template, for review items: does `{reasoning}` (the whole response) support
+    `{answer}` to `{question}`? Filled as `template` is; None: the spec reviews nothing."""
     both_orders: bool = False
     """Ask a second time with the reference and the answer swapped; both must agree for a yes."""
     max_answer_chars: int = Field(2000, ge=1, le=100_000)
@@ -90,6 +104,14 @@ class JudgeConfig(DomainConfig):
         missing = [s for s in _SLOTS if s not in value]
         if missing:
             raise ValueError(f"the template lacks {', '.join(missing)}")
+        return value
+
+    @field_validator("review_template")
+    @classmethod
+    def _has_review_slots(cls, value: str | None) -> str | None:
+        missing = [s for s in _REVIEW_SLOTS if value is not None and s not in value]
+        if missing:
+            raise ValueError(f"the review template lacks {', '.join(missing)}")
         return value
 
     @field_validator("verdicts")
@@ -118,6 +140,9 @@ class JudgeReference(ReferenceModel):
 
     question: str = Field(..., min_length=1)
     answer: str = Field(..., min_length=1)
+    reasoning: str | None = None
+    """Set: a review item, asking the spec's `review_template` whether this reasoning (the
+    whole response) supports the answer extracted from the response."""
 
 
 def _answer(text: str, config: JudgeConfig) -> tuple[str | None, str]:
@@ -134,12 +159,13 @@ def judge_answer_key(text: str, config: JudgeConfig) -> str | None:
 
 
 def render(template: str, fills: Mapping[str, str]) -> str:
-    """`template` with each `{slot}` replaced by its fill, in one pass (a fill's own braces are
-    text, never a slot)."""
+    """`template` with each `{slot}` of `fills` replaced by its fill, in one pass (a fill's own
+    braces are text, never a slot)."""
+    slots = [f"{{{name}}}" for name in fills]
     out: list[str] = []
     i = 0
     while i < len(template):
-        for slot in _SLOTS:
+        for slot in slots:
             if template.startswith(slot, i):
                 out.append(fills[slot[1:-1]])
                 i += len(slot)
@@ -160,6 +186,19 @@ def prompts(
     if config.both_orders:
         orders.append({"question": q, "reference": a, "answer": r})
     return tuple((("user", render(config.template, fills)),) for fills in orders)
+
+
+def review_prompt(
+    question: str, reasoning: str, answer: str, template: str, config: JudgeConfig
+) -> Messages:
+    """The chat sent for one review item: `template` (the spec's `review_template`) filled."""
+    markers = list(config.verdicts)
+    fills = {
+        "question": question,
+        "reasoning": strip_special_tokens(reasoning, config.special_tokens),
+        "answer": answer,
+    }
+    return (("user", render(template, {k: escape_markers(v, markers) for k, v in fills.items()})),)
 
 
 def _scope(config: JudgeConfig, ctx: ScoreContext) -> str:
@@ -207,7 +246,18 @@ def score_judge(
         raise NotJudged(
             f"judge endpoint {config.endpoint!r} is not configured here", codes.JUDGE_UNAVAILABLE
         )
-    chats = prompts(reference.question, reference.answer, answer, config)
+    if reference.reasoning is None:
+        chats = prompts(reference.question, reference.answer, answer, config)
+    elif config.review_template is None:
+        raise InvalidReference(
+            "a review item (`reasoning` set) under a spec with no review_template"
+        )
+    else:
+        chats = (
+            review_prompt(
+                reference.question, reference.reasoning, answer, config.review_template, config
+            ),
+        )
     body = {
         "model": config.model,
         "max_tokens": config.max_tokens,

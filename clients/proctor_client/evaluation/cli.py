@@ -1,6 +1,7 @@
 """`proctor-eval`: score a generations file and report its pass@k study.
 
     proctor-eval GENERATIONS.jsonl --out DIR [--spec NAME] [--url URL] [--k 1,2,4,...] ...
+        [--review-size N --review-seed S] [--review-labels FILE] [--review-judge SPEC]
     proctor-eval sample --model PATH --prompts PROMPTS.jsonl --n 64 --output GENERATIONS.jsonl
     proctor-eval contamination PROMPTS.jsonl --corpus FILES... [--n 13] [--out FILE]
 
@@ -22,12 +23,18 @@ import httpx
 from tqdm import tqdm
 
 from proctor_client import ProctorError
-from proctor_client.evaluation import review
+from proctor_client.evaluation import review, review_judge
 from proctor_client.evaluation.analysis import Options, Study, analyse, build_table, succeeded
 from proctor_client.evaluation.contamination import flagged_ids
 from proctor_client.evaluation.contamination import main as contamination_main
 from proctor_client.evaluation.plots import draw_all
-from proctor_client.evaluation.report import Decontaminated, Verified, build_json, write_json
+from proctor_client.evaluation.report import (
+    Decontaminated,
+    JudgeReview,
+    Verified,
+    build_json,
+    write_json,
+)
 from proctor_client.evaluation.report_markdown import write_markdown
 from proctor_client.evaluation.rows import Generation, StudyError, check_consistency
 from proctor_client.evaluation.rows import read_generations as read_rows
@@ -111,6 +118,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--review-seed", type=int, default=None, help="pre-registered review seed")
     p.add_argument("--review-labels", type=Path, default=None, help="labelled review JSONL")
     p.add_argument(
+        "--review-judge",
+        default=None,
+        metavar="SPEC",
+        help="label the registered review sample by this judge spec's review_template",
+    )
+    p.add_argument(
         "--review-stratify",
         choices=("none", "only-one"),
         default="none",
@@ -166,10 +179,14 @@ def _score(
 
 def _verified(
     args: argparse.Namespace, scored: Sequence[ScoredRow], options: Options
-) -> Verified | None:
+) -> tuple[Verified | None, review.Labels | None]:
     if args.review_labels is None:
-        return None
+        return None, None
     labels = review.read_labels(args.review_labels, args.out)
+    return _verified_by(labels, scored, options), labels
+
+
+def _verified_by(labels: review.Labels, scored: Sequence[ScoredRow], options: Options) -> Verified:
     low = analyse(build_table(scored, options.threshold, labels.low), options)
     high = analyse(build_table(scored, options.threshold, labels.high), options)
     labelled: dict[str, tuple[int, int]] = {}
@@ -177,6 +194,29 @@ def _verified(
         read, good = labelled.get(key.model, (0, 0))
         labelled[key.model] = (read + 1, good + int(correct))
     return Verified(low, high, labelled, labels.sampled)
+
+
+def _review_judge(
+    args: argparse.Namespace,
+    scored: Sequence[ScoredRow],
+    options: Options,
+    human: review.Labels | None,
+) -> JudgeReview | None:
+    """The registered sample labelled by the judge spec `--review-judge`, through the service's
+    judge path (review_judge.py), beside the human labels where both exist."""
+    if args.review_judge is None:
+        return None
+    judge_scorer = _scorer(argparse.Namespace(**{**vars(args), "spec": args.review_judge}))
+    try:
+        found = review_judge.label_sample(args.out, judge_scorer, judge_scorer.spec)
+    finally:
+        judge_scorer.close()
+    return JudgeReview(
+        found.spec,
+        _verified_by(found.labels, scored, options),
+        found.unlabelled,
+        None if human is None else review_judge.agreement(human, found.labels),
+    )
 
 
 def _export_review(
@@ -258,10 +298,14 @@ def run(args: argparse.Namespace) -> int:
         scored = _score([row for _, row in numbered], scorer, args.out, args.no_progress)
         study: Study = study_from_scored(scored, options, scorer.spec.name)
         _export_review(args, scored, options, scorer)
-        verified = _verified(args, scored, options)
+        verified, human = _verified(args, scored, options)
+        judged = _review_judge(args, scored, options, human)
         clean = _decontaminated(args, scored, options, scorer.spec.name)
-    except (ValueError, review.ReviewError) as exc:
+    except (ValueError, review.ReviewError, ProctorError) as exc:
         print(f"proctor-eval: {exc}", file=sys.stderr)
+        return 2
+    except httpx.TransportError as exc:
+        print(f"proctor-eval: cannot reach {args.url}: {exc}", file=sys.stderr)
         return 2
     finally:
         scorer.close()
@@ -273,8 +317,12 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     figures = draw_all(study, args.out)
-    write_json(args.out / "report.json", build_json(study, scorer.spec, skipped, verified, clean))
-    write_markdown(args.out / "report.md", study, scorer.spec, figures, skipped, verified, clean)
+    write_json(
+        args.out / "report.json", build_json(study, scorer.spec, skipped, verified, clean, judged)
+    )
+    write_markdown(
+        args.out / "report.md", study, scorer.spec, figures, skipped, verified, clean, judged
+    )
     for warning in study.warnings:
         print(f"proctor-eval: warning: {warning}", file=sys.stderr)
     print(f"proctor-eval: report in {args.out / 'report.md'}", file=sys.stderr)

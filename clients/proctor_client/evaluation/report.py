@@ -3,9 +3,11 @@
 report.json: `{"spec", "study", "models": {MODEL: {"prompts", "samples", "parse_rate",
 "mean_score", "pass_at_k": {"K": {"estimate", "ci": [lo, hi], "capped_prompts"}}, ...}},
 "paired": {"A|B": {...}}, "costs": {MODEL: {...}}, "equal_tokens": {"A|B": {...}}, "review",
-"contamination", "warnings", "skipped_rows"}`
-("contamination" is null unless `--exclude` named a contamination result). The Markdown
-(`report_markdown`) says the same for a person.
+"review_judge", "contamination", "warnings", "skipped_rows"}`
+("contamination" is null unless `--exclude` named a contamination result; "review_judge" unless
+`--review-judge` labelled the review sample: the judge spec, its labels' verified pass@k per model
+as "review" has them, the lines it left unlabelled, and its agreement with the human labels).
+The Markdown (`report_markdown`) says the same for a person.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from proctor_client.evaluation.bootstrap import Interval
 from proctor_client.evaluation.budgets import EqualTokens
 from proctor_client.evaluation.estimators import wilson_interval
 from proctor_client.evaluation.paired import OnlyBy, Paired
+from proctor_client.evaluation.review_judge import Agreement
 from proctor_client.evaluation.rows import BadRow
 from proctor_client.evaluation.scoring import SpecSummary
 
 __all__ = [
     "LISTED",
     "Decontaminated",
+    "JudgeReview",
     "Verified",
     "bootstrap_rule",
     "build_json",
@@ -48,6 +52,18 @@ class Verified:
     labelled: dict[str, tuple[int, int]]
     """Per model, (labels read, judged correct)."""
     sampled: dict[str, int]
+
+
+@dataclass(frozen=True)
+class JudgeReview:
+    """The review sample labelled by a judge model (review_judge.py)."""
+
+    spec: SpecSummary
+    verified: Verified
+    unlabelled: dict[str, int]
+    """Lines the judge left unlabelled, by reason."""
+    agreement: Agreement | None
+    """With the human labels, where both exist."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +209,7 @@ def build_json(
     skipped: Sequence[BadRow],
     verified: Verified | None,
     decontaminated: Decontaminated | None = None,
+    judged: JudgeReview | None = None,
 ) -> dict[str, Any]:
     o = study.options
     report: dict[str, Any] = {
@@ -212,31 +229,59 @@ def build_json(
         "costs": {name: asdict(c) for name, c in study.costs.items()},
         "equal_tokens": {name: _equal_json(e) for name, e in study.equal_tokens.items()},
         "review": None,
+        "review_judge": None,
         "contamination": None if decontaminated is None else _clean_json(study, decontaminated),
         "warnings": study.warnings,
         "skipped_rows": [{"line": b.line, "message": b.message} for b in skipped],
     }
     if verified is not None:
-        review: dict[str, Any] = {}
-        for name in study.models:
-            read, correct = verified.labelled.get(name, (0, 0))
-            low, high = verified.low.models.get(name), verified.high.models.get(name)
-            review[name] = {
-                "sampled": verified.sampled.get(name, 0),
-                "labelled": read,
-                "judged_correct": correct,
-                "fraction_correct": correct_fraction(correct, read, o.confidence),
-                "pass_at_k_verified": {
-                    str(k): {
-                        "low": low.curve.intervals[i].estimate if low else None,
-                        "high": high.curve.intervals[i].estimate if high else None,
-                    }
-                    for i, k in enumerate(study.models[name].curve.ks)
-                },
-            }
-        report["review"] = review
+        report["review"] = _review_json(study, verified)
+    if judged is not None:
+        report["review_judge"] = {
+            "spec": {
+                "name": judged.spec.name,
+                "version": judged.spec.version,
+                "hash": judged.spec.hash,
+            },
+            "models": _review_json(study, judged.verified),
+            "unlabelled": judged.unlabelled,
+            "agreement": _agreement_json(judged.agreement),
+        }
     report["spec"]["parameters"] = spec.parameters
     return report
+
+
+def _review_json(study: Study, verified: Verified) -> dict[str, Any]:
+    review: dict[str, Any] = {}
+    for name in study.models:
+        read, correct = verified.labelled.get(name, (0, 0))
+        low, high = verified.low.models.get(name), verified.high.models.get(name)
+        review[name] = {
+            "sampled": verified.sampled.get(name, 0),
+            "labelled": read,
+            "judged_correct": correct,
+            "fraction_correct": correct_fraction(correct, read, study.options.confidence),
+            "pass_at_k_verified": {
+                str(k): {
+                    "low": low.curve.intervals[i].estimate if low else None,
+                    "high": high.curve.intervals[i].estimate if high else None,
+                }
+                for i, k in enumerate(study.models[name].curve.ks)
+            },
+        }
+    return review
+
+
+def _agreement_json(agreement: Agreement | None) -> dict[str, Any] | None:
+    if agreement is None:
+        return None
+    return {
+        "rows": agreement.rows,
+        "table": [list(r) for r in agreement.table],
+        "table_rows": "human correct, human incorrect",
+        "table_columns": "judge correct, judge incorrect",
+        "kappa": agreement.kappa,
+    }
 
 
 def _equal_json(e: EqualTokens) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from proctor_client.evaluation.paired import CATEGORIES, Paired
 from proctor_client.evaluation.report import (
     LISTED,
     Decontaminated,
+    JudgeReview,
     Verified,
     bootstrap_rule,
     correct_fraction,
@@ -60,6 +61,7 @@ def write_markdown(
     skipped: Sequence[BadRow],
     verified: Verified | None,
     decontaminated: Decontaminated | None = None,
+    judged: JudgeReview | None = None,
 ) -> None:
     md = _intro(study, spec) + _warnings_section(study, skipped) + _models_section(study)
     md += _pass_at_k_section(study, figures) + _families_section(study, figures)
@@ -72,6 +74,8 @@ def write_markdown(
     md += _unsolved_section(study)
     if verified is not None:
         md += _review_section(study, verified)
+    if judged is not None:
+        md += _judge_section(study, judged)
     path.write_text("\n".join(md) + "\n", encoding="utf-8")
 
 
@@ -358,6 +362,37 @@ def _review_section(study: Study, verified: Verified) -> list[str]:
         "pass@1 times that fraction estimates verified pass@1 (exactly so with equal weights and "
         "equal n; no such shortcut holds for k > 1).",
         "",
+    ]
+    return md + _review_table(study, verified)
+
+
+def _judge_section(study: Study, judged: JudgeReview) -> list[str]:
+    spec = judged.spec
+    left = ", ".join(f"{n} {why}" for why, n in sorted(judged.unlabelled.items()))
+    md = [
+        "## Model-assisted review",
+        "",
+        f"The same registered sample, blinded, labelled by the judge spec `{spec.name}` "
+        f"{spec.version} (`{spec.hash}`): its review template asks whether a response's "
+        "reasoning supports its final answer. Verified pass@k is bracketed as above."
+        + (f" Left unlabelled: {left}." if left else ""),
+        "",
+    ]
+    agreement = judged.agreement
+    if agreement is not None:
+        (a, b), (c, d) = agreement.table
+        kappa = "undefined" if agreement.kappa is None else f"{agreement.kappa:.3f}"
+        md += [
+            f"Agreement with the human labels on the {agreement.rows} rows both labelled: "
+            f"Cohen's kappa {kappa} (both correct {a}, human correct and judge incorrect {b}, "
+            f"human incorrect and judge correct {c}, both incorrect {d}).",
+            "",
+        ]
+    return md + _review_table(study, judged.verified)
+
+
+def _review_table(study: Study, verified: Verified) -> list[str]:
+    md = [
         "| model | sampled | labelled | judged correct | k | pass@k | verified low | "
         "verified high |",
         "|---|---|---|---|---|---|---|---|",

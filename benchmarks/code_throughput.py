@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import statistics
 import struct
 import subprocess
@@ -39,10 +38,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
+from _code_responses import Response, make_responses, request_item
 from _served import proctor_server
 
 IMAGE = os.environ.get("PROCTOR_SANDBOX_IMAGE", "proctor-sandbox:2")
@@ -50,132 +49,6 @@ CORES = max(1, len(os.sched_getaffinity(0)))
 LABEL = "proctor-bench"
 """The docker label of this benchmark's sandboxes (others' containers, such as test suites
 running beside it, are not counted in its CPU)."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    name: str
-    correct: str
-    wrong: str
-    """Right on some inputs only."""
-    raising: str
-    """Raises on some inputs."""
-    inputs: tuple[Any, ...]
-
-
-PROBLEMS = [
-    Problem(
-        "square",
-        "def square(x):\n    return x * x",
-        "def square(x):\n    return x * abs(x)",
-        "def square(x):\n    if x > 3:\n        raise ValueError(x)\n    return x * x",
-        tuple(range(-4, 6)),
-    ),
-    Problem(
-        "rev",
-        "def rev(s):\n    return s[::-1]",
-        "def rev(s):\n    return s[::-1] if len(s) % 2 else s",
-        "def rev(s):\n    return s[::-1] if s else [][0]",
-        ("", "a", "ab", "abc", "abcd", "hello", "xy", "level", "python", "racecar"),
-    ),
-    Problem(
-        "fib",
-        "def fib(n):\n    a, b = 0, 1\n    for _ in range(n):\n"
-        "        a, b = b, a + b\n    return a",
-        "def fib(n):\n    return n if n < 4 else fib(n - 1) + fib(n - 2) + 1",
-        "def fib(n):\n    if n > 6:\n        raise RecursionError\n"
-        "    return n if n < 2 else fib(n - 1) + fib(n - 2)",
-        tuple(range(10)),
-    ),
-    Problem(
-        "is_prime",
-        "def is_prime(n):\n    return n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1))",
-        "def is_prime(n):\n    return n % 2 == 1",
-        "def is_prime(n):\n    return {2: True, 3: True, 4: False, 5: True}[n]",
-        (1, 2, 3, 4, 5, 9, 11, 15, 17, 21),
-    ),
-    Problem(
-        "dedup",
-        "def dedup(xs):\n    return sorted(set(xs))",
-        "def dedup(xs):\n    return sorted(xs)",
-        "def dedup(xs):\n    return sorted(set(xs)) if len(xs) < 4 else xs.nope()",
-        ([], [1], [1, 1], [2, 1], [3, 3, 1], [1, 2, 3, 4], [5, 5, 5, 5], [9, 8, 7, 8], [0], [4, 4]),
-    ),
-    Problem(
-        "count_vowels",
-        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s.lower())",
-        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s)",
-        "def count_vowels(s):\n    return sum(c in 'aeiou' for c in s) // (len(s) - 3) * 0 + "
-        "sum(c in 'aeiou' for c in s)",
-        ("", "a", "AbE", "xyz", "Queue", "IOU", "rhythm", "Banana", "EeE", "code"),
-    ),
-    Problem(
-        "digits_sum",
-        "def digits_sum(n):\n    return sum(int(d) for d in str(abs(n)))",
-        "def digits_sum(n):\n    return sum(int(d) for d in str(n) if d != '-') % 10",
-        "def digits_sum(n):\n    return sum(int(d) for d in str(n))",
-        (0, 5, 19, 99, -12, 1234, 808, -7, 55555, 10),
-    ),
-    Problem(
-        "pairs",
-        "def pairs(n):\n    return [(i, n - i) for i in range(n + 1)]",
-        "def pairs(n):\n    return [[i, n - i] for i in range(n + 1)]",
-        "def pairs(n):\n    return [(i, n // (i - 2)) for i in range(n + 1)]",
-        tuple(range(10)),
-    ),
-]
-
-
-def _call(code: str, name: str, arg: Any) -> tuple[bool, Any]:
-    namespace: dict[str, Any] = {}
-    exec(code, namespace)  # our own problem definitions, never a response
-    try:
-        return True, namespace[name](arg)
-    except Exception as exc:
-        return False, exc
-
-
-@dataclass(frozen=True)
-class Response:
-    text: str
-    code: str
-    asserts: tuple[str, ...]
-    expected: float
-
-
-def make_responses(n: int, seed: int = 0, tag: str = "") -> list[Response]:
-    rng = random.Random(seed)
-    out = []
-    for k in range(n):
-        problem = rng.choice(PROBLEMS)
-        asserts = []
-        for arg in problem.inputs:
-            ok, value = _call(problem.correct, problem.name, arg)
-            if not ok:
-                raise RuntimeError(f"{problem.name}({arg!r}) raised in the correct solution")
-            asserts.append(f"assert {problem.name}({arg!r}) == {value!r}")
-        roll = rng.random()
-        if roll < 0.60:
-            code = problem.correct
-        elif roll < 0.85:
-            code = problem.wrong
-        elif roll < 0.95:
-            code = problem.raising
-        else:
-            code = problem.correct.replace("):", ")", 1)  # a syntax error
-        if code == problem.correct.replace("):", ")", 1):
-            expected = 0.0
-        else:
-            passed = 0
-            for arg in problem.inputs:
-                ok, value = _call(code, problem.name, arg)
-                good = _call(problem.correct, problem.name, arg)[1]
-                passed += ok and value == good
-            expected = passed / len(problem.inputs)
-        code = f"# response {tag}{k}\n{code}\n"
-        text = f"Let me write the function.\n\n```python\n{code}```\n"
-        out.append(Response(text, code, tuple(asserts), expected))
-    return out
 
 
 # ----------------------------------------------------------------------------- (a) and (b)
@@ -327,14 +200,6 @@ class Server:
         self._served.__exit__(None, None, None)
 
 
-def _item(r: Response) -> dict[str, Any]:
-    return {
-        "domain": "code",
-        "response": r.text,
-        "reference": {"language": "python", "tests": {"asserts": list(r.asserts)}},
-    }
-
-
 _HTTP: list[httpx.Client] = []
 
 
@@ -413,7 +278,7 @@ def paired_rounds(
         bad += wrong(scores, forked)
         cpu = cpu_now()
         started = time.perf_counter()
-        results = post(url, [_item(r) for r in posted])
+        results = post(url, [request_item(r) for r in posted])
         post_s = time.perf_counter() - started
         post_cpu = cpu_now() - cpu
         bad += wrong([r["score"] if r["status"] == "ok" else None for r in results], posted)
@@ -432,9 +297,9 @@ def run_service(
 ) -> dict[str, Any]:
     server = Server(backend)
     try:
-        post(server.url, [_item(batch[0])])  # warm up
+        post(server.url, [request_item(batch[0])])  # warm up
         started = time.perf_counter()
-        results = post(server.url, [_item(r) for r in batch])
+        results = post(server.url, [request_item(r) for r in batch])
         batch_s = time.perf_counter() - started
         ratios, cpu_ratios, fork_bad = (
             paired_rounds(server.url, fork, rounds) if fork and rounds else ([], [], 0)
@@ -442,7 +307,7 @@ def run_service(
 
         def one(r: Response) -> tuple[dict[str, Any], float]:
             t = time.perf_counter()
-            (res,) = post(server.url, [_item(r)])
+            (res,) = post(server.url, [request_item(r)])
             return res, time.perf_counter() - t
 
         with ThreadPoolExecutor(4) as pool:

@@ -34,7 +34,8 @@ from typing import Any
 
 from proctor_client.evaluation.analysis import Options, analyse, build_table
 from proctor_client.evaluation.plots import draw_all
-from proctor_client.evaluation.report import build_json, write_json, write_markdown
+from proctor_client.evaluation.report import build_json, write_json
+from proctor_client.evaluation.report_markdown import write_markdown
 from proctor_client.evaluation.rows import Generation
 from proctor_client.evaluation.store import ScoredRow
 from proctor_client.local import LocalScorer

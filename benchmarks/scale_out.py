@@ -50,9 +50,9 @@ from typing import Any
 import httpx
 import redis
 from _cgroups import CpuGroup, CpuGroups, Unsupported, descendants
+from _code_responses import make_responses
+from _code_responses import request_item as code_item
 from _served import timed_score
-from code_throughput import _item as code_item
-from code_throughput import make_responses
 from ifeval_throughput import make_items as ifeval_items
 from math_throughput import make_cases as math_cases
 from puzzle_throughput import make_cases as puzzle_cases

@@ -12,8 +12,8 @@ Measured per source (medians over the rounds):
     while the workers warm up) and to its first 200 (workers and sandboxes warm), polled every
     50 ms.
 
-Then the example item of every domain (`service.examples`) is scored on each server: each must be
-`ok`, and with `--against` both sources' `proctor specs` output (every spec's hash)
+Then the example item of every domain (`service.http.examples`) is scored on each server: each
+must be `ok`, and with `--against` both sources' `proctor specs` output (every spec's hash)
 and verdicts must be identical; otherwise the script exits non-zero. `--short` (or
 PROCTOR_SHORT=1): one round, one worker, this checkout only.
 """
@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from service.examples import EXAMPLE_ITEMS  # noqa: E402 (this checkout's, as ROOT says)
+from service.http.examples import EXAMPLE_ITEMS  # noqa: E402 (this checkout's, as ROOT says)
 
 POLL_S = 0.05
 READY_LIMIT_S = 600.0

@@ -22,11 +22,12 @@ from pydantic import ValidationError
 
 from reward_specs import codes
 from reward_specs.caches import Cache
+from reward_specs.canonical import canonical_json
 from reward_specs.json_bounds import HARD_MAX_DEPTH, json_problem
 from reward_specs.registry import Registry, UnknownDomain
 from reward_specs.scorer import InvalidReference, NotJudged, ReferenceModel, ScoreContext
 from reward_specs.spec import Spec
-from reward_specs.termination import TerminationInput, apply_termination, trailing_loop
+from reward_specs.termination import TerminationFields, apply_termination, trailing_loop
 
 __all__ = [
     "Item",
@@ -54,9 +55,9 @@ class Item:
     response_tokens: int | None = None
     max_response_tokens: int | None = None
     reference_key: str | None = None
-    """A hash of the reference's canonical JSON, when the caller has one (the service does):
-    items with equal keys have equal references, so their validation and per-reference work
-    can be shared. None disables that sharing; it never changes a verdict."""
+    """A hash of the reference's canonical JSON (`reference_key`), when the caller has one (the
+    service does, `UniqueItems`): items with equal keys have equal references, so their
+    validation and per-reference work can be shared. Without one, `score_item` makes it."""
 
 
 _VALIDATED: Cache[tuple[str, str], ReferenceModel] = Cache("engine.references", 4096)
@@ -116,19 +117,12 @@ def reference_key(reference_json: bytes) -> str:
 ItemKey = tuple[object, ...]
 
 
-class ItemFields(Protocol):
-    """What `item_keyer` reads of an item: an `Item`, or a request's item before one is built."""
+class ItemFields(TerminationFields, Protocol):
+    """What `item_keyer` reads of an item: an `Item`, or a request's item before one is built
+    (what the termination treatments read, and the domain)."""
 
     @property
     def domain(self) -> str: ...
-    @property
-    def response(self) -> str: ...
-    @property
-    def finish_reason(self) -> str | None: ...
-    @property
-    def response_tokens(self) -> int | None: ...
-    @property
-    def max_response_tokens(self) -> int | None: ...
 
 
 def item_keyer(
@@ -221,8 +215,8 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
     if item.domain not in spec.domains:  # an opt-in domain this spec does not name
         message = f"spec {spec.name!r} has no [domains.{item.domain}] section"
         return Outcome.failure("invalid", codes.DOMAIN_NOT_IN_SPEC, message, elapsed())
-    memo_key = (item.domain, item.reference_key) if item.reference_key else None
-    reference = _VALIDATED.get(memo_key) if memo_key else None
+    key = item.reference_key
+    reference = _VALIDATED.get((item.domain, key)) if key else None
     if reference is None:
         problem = json_problem(item.reference, HARD_MAX_DEPTH)
         if problem is not None:
@@ -235,11 +229,11 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
             return Outcome.failure(
                 "invalid", "invalid_reference", _validation_message(exc), elapsed()
             )
-        if memo_key:
-            _VALIDATED.put(memo_key, reference)
-    ctx = replace(
-        ctx, reference_key=item.reference_key, domain_hash=spec.domain_hashes.get(item.domain)
-    )
+        # A caller without a key (a library call, a test): the reference is made canonical
+        # here, once, so every scorer sees a key (the service and `UniqueItems` give one).
+        key = key or reference_key(canonical_json(item.reference))
+        _VALIDATED.put((item.domain, key), reference)
+    ctx = replace(ctx, reference_key=key, domain_hash=spec.domain_hashes.get(item.domain))
 
     text = strip_reasoning(item.response) if spec.response.strip_reasoning else item.response
     try:
@@ -254,16 +248,7 @@ def score_item(registry: Registry, spec: Spec, item: Item, ctx: ScoreContext) ->
             "infra_error", codes.SCORER_ERROR, f"{type(exc).__name__}: {exc}"[:500], elapsed()
         )
 
-    reward, penalties, diagnostics = apply_termination(
-        judgement.score,
-        TerminationInput(
-            response=item.response,
-            finish_reason=item.finish_reason,
-            response_tokens=item.response_tokens,
-            max_response_tokens=item.max_response_tokens,
-        ),
-        spec.termination,
-    )
+    reward, penalties, diagnostics = apply_termination(judgement.score, item, spec.termination)
     details = dict(judgement.details)
     if diagnostics:
         details["termination"] = diagnostics

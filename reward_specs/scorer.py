@@ -101,8 +101,9 @@ class ScoreContext:
     sandboxes never fork an untrusted program (`sandboxes.checkers`); None where none is
     configured."""
     reference_key: str | None = None
-    """Set per item by the engine from `Item.reference_key`: equal keys mean equal references,
-    so a scorer may memoise per-reference work (or a whole verdict) under it."""
+    """Set per item by the engine: a hash of the reference's canonical JSON (`Item.reference_key`,
+    or made by the engine), so equal keys mean equal references and a scorer may memoise
+    per-reference work (or a whole verdict) under it."""
     judges: Any = None
     """A `reward_specs.judge.Judges` (the judge endpoints this process may call, their cache
     and limits) for the judge domain; None where none is configured (its items are then

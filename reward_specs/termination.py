@@ -17,7 +17,7 @@ negative), so `reward == score + sum(penalties.values())` always holds.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +25,7 @@ __all__ = [
     "OverlongShaping",
     "RepetitionPenalty",
     "TerminationConfig",
-    "TerminationInput",
+    "TerminationFields",
     "TruncationPenalty",
     "apply_termination",
     "trailing_loop",
@@ -65,12 +65,18 @@ class TerminationConfig(_Frozen):
     repetition: RepetitionPenalty | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TerminationInput:
-    response: str
-    finish_reason: str | None = None
-    response_tokens: int | None = None
-    max_response_tokens: int | None = None
+class TerminationFields(Protocol):
+    """What the treatments read of an item (`reward_specs.Item`, or any item with these
+    fields): the response, and how it ended."""
+
+    @property
+    def response(self) -> str: ...
+    @property
+    def finish_reason(self) -> str | None: ...
+    @property
+    def response_tokens(self) -> int | None: ...
+    @property
+    def max_response_tokens(self) -> int | None: ...
 
 
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -107,7 +113,7 @@ def _overlong_delta(shaping: OverlongShaping, tokens: int, limit: int) -> float:
 
 
 def apply_termination(
-    score: float, item: TerminationInput, config: TerminationConfig
+    score: float, item: TerminationFields, config: TerminationConfig
 ) -> tuple[float, dict[str, float], dict[str, object]]:
     """Return (reward, penalties, diagnostics) for a judged score."""
     reward = score

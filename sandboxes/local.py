@@ -29,8 +29,8 @@ from sandboxes.settings import SandboxSettings
 from sandboxes.supervisor import (
     BOOTSTRAP,
     SupervisorConfig,
-    _children,
-    _descendants,
+    child_pids,
+    descendant_pids,
     supervisor_config,
 )
 
@@ -153,7 +153,7 @@ class ProcessChannel:
             if self._jailed:
                 # bwrap's child is the jail's init (the supervisor): killing it from out here ends
                 # the whole PID namespace, and bwrap then reaps it and exits by itself.
-                for pid in _children(self._proc.pid):
+                for pid in child_pids(self._proc.pid):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 try:
@@ -162,7 +162,7 @@ class ProcessChannel:
                     self._proc.kill()
             else:
                 # No namespace: a run in progress would outlive its supervisor. Kill it first.
-                for pid in _descendants(self._proc.pid):
+                for pid in descendant_pids(self._proc.pid):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 self._proc.kill()

@@ -16,8 +16,8 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, TypeAlias
 from reward_specs import Registry, Spec, codes
 from reward_specs.lazy import lazy_import
 from sandboxes import SandboxError
-from service.loading import load_all_specs, load_registry
-from service.logs import configure_logging
+from service.core.loading import load_all_specs, load_registry
+from service.core.logs import configure_logging
 from service.schemas import ErrorInfo, ScoreResult
 from service.settings import Settings, SettingsError, load_settings
 
@@ -29,32 +29,32 @@ if TYPE_CHECKING:
     import uvicorn
 
     import reward_specs.code.languages as languages
-    import service.auth as auth
+    import service.core.fastjson as fastjson
     import service.dispatch as dispatch
     import service.dispatch.environment as environment
     import service.dispatch.judges as judges
-    import service.fastjson as fastjson
-    import service.ingest as ingest
-    import service.limits_http as limits_http
+    import service.http.auth as auth
+    import service.http.header_limit as header_limit
     import service.main as app_factory
     import service.queue.worker as queue_worker
-    import service.scoring as scoring
+    import service.work.ingest as ingest
+    import service.work.scoring as scoring
     from service.state import AppState
 else:
     fastapi_exceptions = lazy_import("fastapi.exceptions")
     languages = lazy_import("reward_specs.code.languages")  # the code domain, all of it
     tqdm = lazy_import("tqdm")
     uvicorn = lazy_import("uvicorn")
-    auth = lazy_import("service.auth")
+    auth = lazy_import("service.http.auth")
     dispatch = lazy_import("service.dispatch")
     environment = lazy_import("service.dispatch.environment")
     judges = lazy_import("service.dispatch.judges")
     queue_worker = lazy_import("service.queue.worker")
-    fastjson = lazy_import("service.fastjson")
-    ingest = lazy_import("service.ingest")
-    limits_http = lazy_import("service.limits_http")
+    fastjson = lazy_import("service.core.fastjson")
+    ingest = lazy_import("service.work.ingest")
+    header_limit = lazy_import("service.http.header_limit")
     app_factory = lazy_import("service.main")
-    scoring = lazy_import("service.scoring")
+    scoring = lazy_import("service.work.scoring")
 
 __all__ = ["main"]
 
@@ -95,7 +95,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"proctor serve: {taken}", file=sys.stderr)
         return 2
     # The workers warm up while the web stack loads, from here: even the exposure check imports
-    # FastAPI (service.auth). A refusal below ends the warm-up with this process.
+    # FastAPI (service.http.auth). A refusal below ends the warm-up with this process.
     dispatch.prepare(settings)
     try:
         auth.check_exposure(settings)
@@ -113,9 +113,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         log_config=None,  # our handler (configure_logging), for uvicorn's lines too
         timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
-        http=limits_http.header_limited_http(
-            settings.max_header_bytes
-        ),  # 431 past it (service.limits_http)
+        http=header_limit.header_limited_http(settings.max_header_bytes),  # 431 past it
         h11_max_incomplete_event_size=settings.max_header_bytes,
     )
     return 0
@@ -272,16 +270,9 @@ async def _flush(
             if entry[1] is not None:
                 rejected[len(items)] = entry[1]
             items.append(entry[0])
-    response = await scoring.score_batch(
-        state.dispatcher,
-        spec,
-        items,
-        limits=scoring.ItemLimits.of(state.settings),
-        deadline_s=state.settings.request_deadline_s,
-        rejected=rejected,
-        strict_json=False,  # the lines' values were read leniently (NaN included)
-        registry=state.registry,
-    )
+    # strict=False: the lines' values were read leniently (NaN included)
+    body = ingest.ScoreBody(items, rejected=rejected, strict=False)
+    response = await scoring.score_batch(state.scoring, spec, body)
     scored = iter(response.results)
     for entry in entries:
         result = next(scored) if isinstance(entry, tuple) else entry

@@ -65,7 +65,7 @@ class RunSettings(BaseModel):
 
 
 class CompatSettings(BaseModel):
-    """The SandboxFusion-compatible routes (`service.compat`, docs/api.md)."""
+    """The SandboxFusion-compatible routes (`service.http.compat`, docs/api.md)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -88,7 +88,7 @@ class Settings(BaseSettings):
 
     api_keys: Annotated[tuple[str, ...], NoDecode] = Field((), repr=False)
     """Keys a client may send as `Authorization: Bearer KEY` (`PROCTOR_API_KEYS=k1,k2`). With
-    none here or in `api_keys_file`, every route is open (service/auth.py)."""
+    none here or in `api_keys_file`, every route is open (service/http/auth.py)."""
     api_keys_file: Path | None = None
     """A file of further keys, one per line (blank lines and `#` comments ignored), read at
     start-up, so that keys stay out of the environment."""

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from service.auth import ExposureError, check_exposure
+from service.http.auth import ExposureError, check_exposure
 from service.settings import Settings
 from tests.helpers import Server, free_port
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.examples import EXAMPLE_ITEMS
+from service.http.examples import EXAMPLE_ITEMS
 from tests.helpers import check_documented, documented_examples, free_port, poll
 from tests.sandbox_fixtures import unavailable
 

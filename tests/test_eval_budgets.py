@@ -15,7 +15,7 @@ from proctor_client.evaluation import report_from_results
 from proctor_client.evaluation.bootstrap import Design
 from proctor_client.evaluation.budgets import RunTime, equal_tokens, model_cost
 from proctor_client.evaluation.estimators import pass_at_k
-from proctor_client.evaluation.report import write_markdown
+from proctor_client.evaluation.report_markdown import write_markdown
 from proctor_client.evaluation.rows import Generation
 from proctor_client.evaluation.sampling import Decoding, RunFacts, open_output
 from proctor_client.evaluation.scoring import SpecSummary

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from service.fastjson import dump_json
+from service.core.fastjson import dump_json
 from service.schemas import ErrorInfo, ScoreResponse, ScoreResult, SpecSummary
 
 

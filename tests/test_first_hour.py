@@ -18,7 +18,7 @@ import pytest
 
 from proctor_client.evaluation.cli import main as eval_main
 from service.dispatch import DispatchStats
-from service.metrics import ROLLING_WINDOW, Metrics
+from service.http.metrics import ROLLING_WINDOW, Metrics
 from service.schemas import ErrorBody, ScoreResult
 from tests.helpers import Server, free_port
 

@@ -1,6 +1,6 @@
 """The fast request reader accepts only what the pydantic schema accepts, with the same values.
 
-`service.ingest` decodes score requests with msgspec and falls back to the pydantic models of
+`service.work.ingest` decodes score requests with msgspec and falls back to the pydantic models of
 `service.schemas` (the published contract) for anything msgspec does not accept outright. These
 tests generate request bodies, valid and not, and check the two readers agree.
 """
@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from service.ingest import WireRequest, decode_score_request
 from service.schemas import ScoreItem, ScoreRequest
+from service.work.ingest import WireRequest, decode_score_request
 
 ITEM_FIELDS = (
     "id",

@@ -163,7 +163,7 @@ def test_per_key_limits_embedded(embedded: tuple[str, Path]) -> None:
     _check_request_slots([url], url)
     _check_job_items(url, url)
     text = log.read_text()
-    assert "INFO service.logs" in text and "client disconnected" in text, text[-3000:]
+    assert "INFO service.http.handlers" in text and "client disconnected" in text, text[-3000:]
     assert "Traceback" not in text and " ERROR " not in text, text[-3000:]
 
 

@@ -13,7 +13,7 @@ import pytest
 from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 
-from service.logs import configure_logging, request_id
+from service.core.logs import configure_logging, request_id
 from service.main import create_app
 from service.settings import Settings
 

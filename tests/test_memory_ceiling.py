@@ -1,5 +1,5 @@
-"""The API process stays under the memory ceiling of docs/operating.md (`service.memory`), at the
-default settings: a real `proctor serve` whose finished jobs' store is filled past its byte
+"""The API process stays under the memory ceiling of docs/operating.md (`service.core.memory`), at
+the default settings: a real `proctor serve` whose finished jobs' store is filled past its byte
 limit with distinct results (each job's items echo 60 KB of `meta` of their own, so a few jobs
 reach the limit without scoring millions of items), with a running job holding a large request
 besides. Its peak RSS, not only its RSS at the end, is compared."""
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import httpx
 
-from service.memory import ceiling_bytes
+from service.core.memory import ceiling_bytes
 from service.settings import Settings
 from tests.test_job_limits import job, padded, run, serve_process, submit
 

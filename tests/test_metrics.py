@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 
 from service.dispatch import DispatchStats
-from service.metrics import Metrics
+from service.http.metrics import Metrics
 from service.schemas import ScoreResult
 
 

@@ -23,11 +23,11 @@ import pytest
 import uvicorn
 from starlette.exceptions import HTTPException
 
-from service.compat import keys
-from service.compat.nemo_gym import ResponsesObject, answer_text, finish_reason, summarize
+from service.core.tenancy import tenant_of_key
+from service.http.compat import path_keys as keys
+from service.http.compat.nemo_gym import ResponsesObject, answer_text, finish_reason, summarize
 from service.main import create_app
 from service.settings import Settings
-from service.tenancy import tenant_of_key
 from tests.helpers import TEST_SPECS, Server, free_port, poll
 
 ROOT = Path(__file__).parent.parent
@@ -422,7 +422,7 @@ def test_path_keys_leave_the_scope_before_the_app_sees_it() -> None:
     ],
 )
 def test_log_lines_are_redacted(line: str, expected: str) -> None:
-    from service.logs import redact_query_secrets
+    from service.core.logs import redact_query_secrets
 
     assert redact_query_secrets(line) == expected
 

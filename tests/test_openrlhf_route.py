@@ -13,7 +13,7 @@ import aiohttp
 import httpx
 import pytest
 
-from service.routes.openrlhf import label_item, split_response
+from service.http.routes.openrlhf import label_item, split_response
 from tests.helpers import Server
 
 SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]
@@ -125,7 +125,7 @@ def test_the_key_may_come_in_the_url(make_server: Callable[..., Server]) -> None
     ],
 )
 def test_split_response(query: str, prompt: str, expected: tuple[str, bool]) -> None:
-    from service.routes.openrlhf import END_TOKENS
+    from service.http.routes.openrlhf import END_TOKENS
 
     assert split_response(query, prompt, END_TOKENS) == expected
 

@@ -12,7 +12,14 @@ Three checks over the AST of every module in the scanned packages:
   or is one of the few standard-library privates listed below;
 - a class of ours whose base is a third-party class fails if it defines or
   touches (``self._name``) a private name of that base: overriding RQ's
-  ``_install_signal_handlers`` is relying on a private as much as calling it.
+  ``_install_signal_handlers`` is relying on a private as much as calling it;
+- a class of ours whose base is a third-party class from a library's internal
+  modules fails: one its package exports neither at its top (``pkg.Name``) nor
+  from a module one level down (``pkg.module.Name``), such as uvicorn's
+  ``uvicorn.protocols.http.httptools_impl.HttpToolsProtocol``. Its methods are
+  as private as an underscore would make them. The one exception is listed in
+  ``PINNED_INTERNALS``, with the pin and the fingerprint test that watch it; a base a library
+  documents as its extension point, though it lives deeper, is in ``DOCUMENTED_BASES``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
+
+from service.http.header_limit import EXTENDED
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("service", "reward_specs", "sandboxes", "clients", "benchmarks")
@@ -256,6 +265,60 @@ def bad_overrides(tree: ast.AST) -> Iterator[tuple[int, str]]:
                     yield line, f"{cls.name} {how} {path}.{name}"
 
 
+PINNED_INTERNALS = {
+    "uvicorn.protocols.http.httptools_impl.HttpToolsProtocol": (
+        "service/http/header_limit.py: uvicorn pinned to one minor release in pyproject.toml, "
+        "the methods overridden fingerprinted by tests/test_header_limit.py"
+    ),
+}
+"""Internal classes of a dependency that a class of ours may extend, each with what guards it."""
+
+DOCUMENTED_BASES = {
+    "skyrl_gym.envs.base_text_env.BaseTextEnv": (
+        "clients/proctor_client/skyrl.py: SkyRL-gym's documented base class for a new "
+        "environment (its guide imports it from this module)"
+    ),
+}
+"""Classes a library documents as the one to extend, though it exports them only from a deeper
+module: public by the library's word, not by where they live."""
+
+
+def _exported(cls: type) -> bool:
+    """Whether a third-party class is part of its package's surface: an attribute of the package
+    itself or of one of its direct submodules (imported or importable)."""
+    top = cls.__module__.split(".", 1)[0]
+    package = importlib.import_module(top)
+    if getattr(package, cls.__name__, None) is cls:
+        return True
+    parts = cls.__module__.split(".")
+    if len(parts) == 2 and not _private(parts[1]):
+        return True  # defined in `pkg.module`, a module one level down
+    for name in dir(package):
+        sub = getattr(package, name)
+        if inspect.ismodule(sub) and getattr(sub, cls.__name__, None) is cls:
+            return True
+    return False
+
+
+def internal_bases(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Third-party base classes from a library's internal modules (module docstring)."""
+    imported = _third_party_imports(tree)
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for base_node in cls.bases:
+            local = _dotted(base_node)
+            root = None if local is None else local.split(".", 1)[0]
+            if local is None or root not in imported:
+                continue
+            base = _resolve(imported[root] + local[len(root) :])
+            if not isinstance(base, type) or _exported(base):
+                continue
+            where = f"{base.__module__}.{base.__qualname__}"
+            if where not in PINNED_INTERNALS and where not in DOCUMENTED_BASES:
+                yield cls.lineno, f"{cls.name} extends {where}, internal to its library"
+
+
 BUILT = {"build", "dist", ".venv"}
 """Folders an install or a build leaves in the tree (git ignores them): copies, not sources."""
 
@@ -275,7 +338,12 @@ def offenders(sources: dict[str, str]) -> list[str]:
         ours |= defined_names(tree)
     found = []
     for path, tree in trees.items():
-        found_here = [*bad_imports(tree), *bad_attributes(tree, ours), *bad_overrides(tree)]
+        found_here = [
+            *bad_imports(tree),
+            *bad_attributes(tree, ours),
+            *bad_overrides(tree),
+            *internal_bases(tree),
+        ]
         for line, what in sorted(set(found_here)):
             found.append(f"{path}:{line}: {what}")
     return found
@@ -341,3 +409,28 @@ def test_check_catches_an_override_of_a_dependency_private() -> None:
         "snippet.py:7: Quiet touches rq.SimpleWorker._stop_requested",
         "snippet.py:11: Other overrides rq.worker.SimpleWorker._dequeue_strategy",
     ]
+
+
+def test_check_catches_a_subclass_of_a_dependency_internal() -> None:
+    snippet = (
+        "from uvicorn.protocols.http.h11_impl import H11Protocol\n"
+        "import uvicorn.protocols.http.httptools_impl as impl\n"
+        "from prometheus_client.registry import Collector\n"
+        "from rq import SimpleWorker\n"
+        "class Mine(H11Protocol):\n"  # internal, and not pinned
+        "    pass\n"
+        "class Pinned(impl.HttpToolsProtocol):\n"  # internal, pinned and fingerprinted
+        "    pass\n"
+        "class Collects(Collector):\n"  # `prometheus_client.registry`: one level down
+        "    pass\n"
+        "class Works(SimpleWorker):\n"  # exported at rq's top
+        "    pass\n"
+    )
+    assert offenders({"snippet.py": snippet}) == [
+        "snippet.py:5: Mine extends uvicorn.protocols.http.h11_impl.H11Protocol, "
+        "internal to its library"
+    ]
+
+
+def test_each_pinned_internal_is_the_one_extended() -> None:
+    assert set(PINNED_INTERNALS) == {EXTENDED[0]}

@@ -12,7 +12,8 @@ import pytest
 
 from proctor_client import _models as client
 from reward_specs import Status
-from service import runs, schemas
+from service import schemas
+from service.work import runs
 
 PACKAGES = ["reward_specs", "sandboxes", "service.dispatch", "proctor_client"]
 

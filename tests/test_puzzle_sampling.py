@@ -1,5 +1,5 @@
-"""Puzzle sampling away from the API process (`service.sampling`): hostile configs are refused up
-front or cut off at the item timeout, each call is bounded in memory and output, abandoned calls
+"""Puzzle sampling away from the API process (`service.work.sampling`): hostile configs are refused
+up front or cut off at the item timeout, each call is bounded in memory and output, abandoned calls
 kill their child, and while one client floods the route another is answered.
 
 The sampler is tested on its own with real child processes, then through a real `proctor serve`
@@ -26,8 +26,8 @@ from reasoning_gym.factory import DATASETS
 from reward_specs import InvalidReference
 from reward_specs.puzzles import PuzzleConfig, task_names
 from reward_specs.puzzles.bounds import SAMPLE_BOUNDS, check_sample_bounds
-from service import sampling
-from service.sampling import FairSlots, SampleCall, Sampler
+from service.work import sampling
+from service.work.sampling import FairSlots, SampleCall, Sampler
 from tests.helpers import descendants, free_port, poll
 from tests.redis_fixtures import ROOT, RedisServer, proctor_env, serve_queue, status_of
 

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.examples import EXAMPLE_ITEMS
+from service.http.examples import EXAMPLE_ITEMS
 from service.queue import keys, timings
 from service.settings import Settings
 from tests.helpers import TEST_SPECS, Server, poll

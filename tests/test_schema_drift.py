@@ -19,7 +19,7 @@ import proctor_client._models as client
 import proctor_client.codes as client_codes
 import reward_specs.codes as server_codes
 import service.schemas as server
-from service.routes.run import RunResponse
+from service.http.routes.run import RunResponse
 
 _PAIRS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     "ScoreItem": (client.ScoreItem, server.ScoreItem),

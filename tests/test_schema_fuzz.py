@@ -23,8 +23,8 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from service.compat import nemo_gym, sandbox_fusion_routes
-from service.compat.keys import prefixes
+from service.http.compat import nemo_gym, sandbox_fusion_routes
+from service.http.compat.path_keys import prefixes
 from tests.helpers import Server, running_server
 
 EXAMPLES = 30 if os.environ.get("PROCTOR_SHORT") == "1" else 150

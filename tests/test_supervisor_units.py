@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from sandboxes.supervisor import CONFIG_DEFAULTS, SupervisorConfig, _classify, supervisor_config
+from sandboxes.supervisor import CONFIG_DEFAULTS, SupervisorConfig, classify, supervisor_config
 
 
 @pytest.mark.parametrize(
@@ -33,7 +33,7 @@ def test_a_steps_end_maps_to_one_status(
     stderr: bytes,
     expected: tuple[str, bool],
 ) -> None:
-    assert _classify(killed_for, exit_code, sig, stderr) == expected
+    assert classify(killed_for, exit_code, sig, stderr) == expected
 
 
 def test_a_backend_gives_the_work_root_and_what_differs_from_the_defaults() -> None:

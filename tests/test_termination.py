@@ -15,11 +15,20 @@ from reward_specs.termination import (
     OverlongShaping,
     RepetitionPenalty,
     TerminationConfig,
-    TerminationInput,
     TruncationPenalty,
     apply_termination,
     trailing_loop,
 )
+
+
+def TerminationInput(
+    response: str,
+    finish_reason: str | None = None,
+    response_tokens: int | None = None,
+    max_response_tokens: int | None = None,
+) -> Item:
+    return Item("math", response, {}, finish_reason, response_tokens, max_response_tokens)
+
 
 REGISTRY = default_registry()
 SPECS = load_specs(REGISTRY)

@@ -53,7 +53,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reward_specs.caches import Cache
-from reward_specs.canonical import canonical_text
+from reward_specs.canonical import canonical_json, canonical_text
 from reward_specs.code.cache import SingleFlightCache
 from reward_specs.code.checker import check_outputs
 from reward_specs.code.extract import Language, extract_code
@@ -72,6 +72,7 @@ from reward_specs.code.reference import (
 from reward_specs.code.requests import cpp_fn_request, stdio_request
 from reward_specs.code.results import TestResult, tail
 from reward_specs.code.stdio import judge_stdio
+from reward_specs.engine import reference_key
 from reward_specs.scorer import Example, InvalidReference, Judgement, ScoreContext, Scorer
 from sandboxes.api import ExecutionResult, SandboxBackend, SandboxError, SandboxUnavailable
 
@@ -219,33 +220,37 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-_KEY_PARTS: Cache[tuple[int, int], tuple[CodeReference, CodeConfig, Any]] = Cache(
-    "code.key_parts", 256
-)
-"""The verdict key's hash with a (reference, config) pair's canonical text already absorbed, by
-the two objects' identities (an entry holds both, so neither id can be reused while it is kept):
-the engine hands every item of a reference the same validated object, so a batch dumps and
-hashes each reference once, not per item."""
+_KEY_PARTS: Cache[tuple[str, int], tuple[CodeConfig, Any]] = Cache("code.key_parts", 256)
+"""The verdict key's hash with a (reference, config) pair already absorbed, by the reference's
+key and the config's identity (an entry holds the config, so its id cannot be reused while it is
+kept): a batch hashes each reference once, not per item."""
 
 
-def _key_prefix(reference: CodeReference, config: CodeConfig) -> Any:
-    ids = (id(reference), id(config))
-    held = _KEY_PARTS.get(ids)
-    if held is not None and held[0] is reference and held[1] is config:
-        return held[2]
-    tests, settings = reference.tests.model_dump(mode="json"), config.model_dump(mode="json")
-    text = canonical_text([reference.language, tests, settings])
+def _reference_key(reference: CodeReference, ctx: ScoreContext) -> str:
+    """The reference's key: the engine's (`ScoreContext.reference_key`, from the request's
+    canonical JSON, made once per reference); for a direct call without one, its own JSON's."""
+    if ctx.reference_key is not None:
+        return ctx.reference_key
+    return reference_key(canonical_json(reference.model_dump(mode="json")))
+
+
+def _key_prefix(ref_key: str, config: CodeConfig) -> Any:
+    held = _KEY_PARTS.get((ref_key, id(config)))
+    if held is not None and held[0] is config:
+        return held[1]
+    text = canonical_text([ref_key, config.model_dump(mode="json")])
     prefix = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20)
-    _KEY_PARTS.put(ids, (reference, config, prefix))
+    _KEY_PARTS.put((ref_key, id(config)), (config, prefix))
     return prefix
 
 
 def _cache_key(
-    code: str, reference: CodeReference, config: CodeConfig, backend: str, domain_hash: str | None
+    code: str, ref_key: str, config: CodeConfig, backend: str, domain_hash: str | None
 ) -> str:
     # Two canonical JSON texts, each self-delimiting, one after the other: a different pair of
-    # (reference, config) and (backend, domain hash, code) never gives the same bytes.
-    h = _key_prefix(reference, config).copy()
+    # (reference, config) and (backend, domain hash, code) never gives the same bytes. The
+    # config is the spec's: the reference (its key) decides how its own limits change it.
+    h = _key_prefix(ref_key, config).copy()
     h.update(canonical_text([backend, domain_hash, code]).encode("utf-8", "surrogatepass"))
     return str(h.hexdigest())
 
@@ -276,7 +281,8 @@ def score_code(
         raise SandboxUnavailable(
             "the code domain needs a sandbox backend and none is configured (ctx.sandbox is None)"
         )
-    config = with_limits(config, reference)
+    ref_key = _reference_key(reference, ctx)
+    spec_config, config = config, with_limits(config, reference)
     _check_compare(reference, config)
     n_tests = count_tests(reference.tests)
     if n_tests > config.max_tests:
@@ -307,7 +313,7 @@ def score_code(
     info: dict[str, Any] = {"language": reference.language, "source": source}
     if len(code.encode("utf-8", "surrogatepass")) > config.max_code_bytes:
         return Judgement.zero("code_too_long", **info)
-    key = _cache_key(code, reference, config, sandbox.name, ctx.domain_hash)
+    key = _cache_key(code, ref_key, spec_config, sandbox.name, ctx.domain_hash)
     judgement = _CACHE.get(key)  # only code that compiled has a verdict there
     if judgement is None:
         if reference.language == "python":

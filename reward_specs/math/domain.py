@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field
 
-from reward_specs import faults
+from reward_specs import faults, scorer
 from reward_specs.caches import Cache
 from reward_specs.extract import (
     BoxedFallback,
@@ -56,15 +56,6 @@ from reward_specs.math.verifier import (
     prose_extraction,
     verify,
 )
-from reward_specs.scorer import (
-    DomainConfig,
-    Example,
-    InvalidReference,
-    Judgement,
-    ReferenceModel,
-    ScoreContext,
-    Scorer,
-)
 
 if TYPE_CHECKING:
     import sympy
@@ -81,7 +72,7 @@ __all__ = [
 ]
 
 
-class MathConfig(DomainConfig):
+class MathConfig(scorer.DomainConfig):
     fallbacks: tuple[BoxedFallback, ...] = ("answer_is",)
     """Where to look when the response has no `\\boxed{}`; `answer_is` reads "the answer is X"."""
     parsing_timeout_s: int = Field(5, ge=1, le=60)
@@ -117,7 +108,7 @@ _FORMATS: dict[AnswerFormat, Callable[[str], str | None]] = {
 }
 
 
-class MathReference(ReferenceModel):
+class MathReference(scorer.ReferenceModel):
     model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
 
     answer: str = Field(..., min_length=1)
@@ -234,7 +225,7 @@ def _equivalent(
             return fast, {"path": "fast"}
     gold_parsed = _parse_gold(gold, config.parsing_timeout_s)
     if not gold_parsed:
-        raise InvalidReference(f"math-verify cannot parse the gold answer {gold[:200]!r}")
+        raise scorer.InvalidReference(f"math-verify cannot parse the gold answer {gold[:200]!r}")
     try:
         predicted = parse(
             "\\boxed{" + answer + "}",
@@ -341,8 +332,8 @@ def _gold_is_a_list(gold: str, config: MathConfig) -> bool:
 
 
 def score_math(
-    response: str, reference: MathReference, config: MathConfig, ctx: ScoreContext
-) -> Judgement:
+    response: str, reference: MathReference, config: MathConfig, ctx: scorer.ScoreContext
+) -> scorer.Judgement:
     """Final answer (last `\\boxed{}`) checked for equivalence with math-verify; 0/1."""
     units = question_units(reference.question) if config.careful else None
     if reference.format is not None:
@@ -358,7 +349,7 @@ def score_math(
         if prose is not None:
             return _judged(reference.answer, prose, "prose", config, units, answer)
     if answer is None:
-        return Judgement.unparsed("no_answer")
+        return scorer.Judgement.unparsed("no_answer")
     return _judged(reference.answer, answer, source, config, units, None)
 
 
@@ -377,7 +368,7 @@ def _judged(
     config: MathConfig,
     units: Units,
     instead: str | None,
-) -> Judgement:
+) -> scorer.Judgement:
     """The verdict on `answer`; `instead` is what the answer would have been without the rule
     that chose it (several boxes, prose), so that the rule is named if it changed the verdict."""
     ok, details = equivalent(gold, answer, config, units)
@@ -386,7 +377,7 @@ def _judged(
         before = instead is not None and equivalent(gold, instead, config, units)[0]
         if before is not ok:
             details["rules"] = [rule, *details.get("rules", ())]
-    return Judgement(
+    return scorer.Judgement(
         score=1.0 if ok else 0.0,
         success=ok,
         parsed=True,
@@ -414,15 +405,15 @@ def math_answer_key(response: str, config: MathConfig) -> str:
     return key
 
 
-def _examples() -> list[Example]:
+def _examples() -> list[scorer.Example]:
     return [
-        Example({"answer": "0.5"}, "Halving gives \\boxed{\\frac{1}{2}}."),
-        Example({"answer": "\\sqrt{2}"}, "The diagonal is \\boxed{\\sqrt{2}}"),
-        Example({"answer": 42}, "The answer is 42."),
+        scorer.Example({"answer": "0.5"}, "Halving gives \\boxed{\\frac{1}{2}}."),
+        scorer.Example({"answer": "\\sqrt{2}"}, "The diagonal is \\boxed{\\sqrt{2}}"),
+        scorer.Example({"answer": 42}, "The answer is 42."),
     ]
 
 
-SCORER = Scorer.from_function(
+SCORER = scorer.Scorer.from_function(
     "math",
     score_math,
     _examples,

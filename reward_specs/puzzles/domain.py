@@ -30,20 +30,12 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
+from reward_specs import scorer
 from reward_specs.caches import Cache
 from reward_specs.canonical import canonical_text
 from reward_specs.extract import Fallback
 from reward_specs.puzzles import boxnet, graph_color, gym
 from reward_specs.puzzles.answers import extract_answer, last_json_block, locate_json
-from reward_specs.scorer import (
-    DomainConfig,
-    Example,
-    InvalidReference,
-    Judgement,
-    ReferenceModel,
-    ScoreContext,
-    Scorer,
-)
 
 __all__ = [
     "SCORER",
@@ -57,7 +49,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class PuzzleConfig(DomainConfig):
+class PuzzleConfig(scorer.DomainConfig):
     answer_tag: str = Field("answer", pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")
     """The answer is the content of the last `<answer_tag>...</answer_tag>` (Reasoning Gym's
     format)."""
@@ -93,7 +85,7 @@ class PuzzleConfig(DomainConfig):
         return self
 
 
-class PuzzleReference(ReferenceModel):
+class PuzzleReference(scorer.ReferenceModel):
     task: str = Field(..., min_length=1)
     entry: dict[str, Any] | None = None
     """A Reasoning Gym entry (question, answer, metadata), e.g. from /v1/puzzles/{task}/sample."""
@@ -176,19 +168,19 @@ def _resolve(reference: PuzzleReference) -> tuple[str, dict[str, Any], Any, Entr
             return f"{gym.canonical_config(config)}|{seed}|{index}"
 
     else:  # PuzzleReference's validator has refused this already
-        raise InvalidReference("give either `entry`, or `seed` and `index`")
+        raise scorer.InvalidReference("give either `entry`, or `seed` and `index`")
     scoring_task = task
     if task == "composite":
         source = (entry.get("metadata") or {}).get("source_dataset")
         if not isinstance(source, str):
-            raise InvalidReference("composite entry without metadata.source_dataset")
+            raise scorer.InvalidReference("composite entry without metadata.source_dataset")
         gym.task_info(source)
         scoring_task = source
         config = gym.composite_part_config(config, source)
     if reference.entry is not None:
         entry = gym.restore_entry(scoring_task, entry)
     if "metadata" not in entry:
-        raise InvalidReference(f"task {task!r}: the entry has no metadata")
+        raise scorer.InvalidReference(f"task {task!r}: the entry has no metadata")
     return scoring_task, entry, gym.scoring_dataset(scoring_task, config), key
 
 
@@ -208,9 +200,11 @@ def _violations(verdict: boxnet.Verdict | graph_color.Verdict) -> dict[str, Any]
     return {"violations": verdict.violations, "violation_count": verdict.violation_count}
 
 
-def _graph_color(puzzle: graph_color.GraphPuzzle, value: Any, config: PuzzleConfig) -> Judgement:
+def _graph_color(
+    puzzle: graph_color.GraphPuzzle, value: Any, config: PuzzleConfig
+) -> scorer.Judgement:
     verdict = graph_color.validate_colouring(puzzle, value)
-    return Judgement(
+    return scorer.Judgement(
         score=verdict.score if config.partial_credit or verdict.valid else 0.0,
         success=verdict.strict_valid if config.strict else verdict.valid,
         parsed=True,
@@ -222,15 +216,15 @@ def _graph_color(puzzle: graph_color.GraphPuzzle, value: Any, config: PuzzleConf
     )
 
 
-def _boxnet(state: dict[str, list[str]], value: Any, config: PuzzleConfig) -> Judgement:
+def _boxnet(state: dict[str, list[str]], value: Any, config: PuzzleConfig) -> scorer.Judgement:
     verdict = boxnet.validate_plan(state, value)
     if not verdict.is_plan:
-        return Judgement.unparsed("not_a_plan", violations=verdict.violations)
+        return scorer.Judgement.unparsed("not_a_plan", violations=verdict.violations)
     score = verdict.score
     if not config.partial_credit:  # the share of boxes on target, without the floor
         score = (verdict.boxes - verdict.remaining) / verdict.boxes if verdict.boxes else 1.0
     facts = {"boxes": verdict.boxes, "remaining": verdict.remaining, "steps": verdict.steps}
-    return Judgement(
+    return scorer.Judgement(
         score=score,
         success=verdict.solved and (verdict.violation_count == 0 or not config.strict),
         parsed=True,
@@ -251,20 +245,20 @@ class _Validator(Generic[S]):
     read: Callable[[dict[str, Any]], S]
     accepts: Callable[[Any], bool]
     """Whether a JSON value found in the answer is one this validator takes."""
-    check: Callable[[S, Any, PuzzleConfig], Judgement]
+    check: Callable[[S, Any, PuzzleConfig], scorer.Judgement]
     """(what `read` gave, the answer's JSON value, config) -> the verdict, with the validator's own
     facts in `details`."""
 
     def __call__(
         self, answer: str, entry: dict[str, Any], config: PuzzleConfig, details: dict[str, Any]
-    ) -> Judgement:
+    ) -> scorer.Judgement:
         try:
             state = self.read(entry)
         except ValidationError as exc:
-            raise InvalidReference(f"{self.part}: {exc}"[:500]) from None
+            raise scorer.InvalidReference(f"{self.part}: {exc}"[:500]) from None
         located = _json_answer(answer, self.accepts, config)
         if located is None:
-            return Judgement.unparsed("no_json", **details)
+            return scorer.Judgement.unparsed("no_json", **details)
         value, source = located
         checked = self.check(state, value, config)
         if not checked.parsed:  # a JSON value that is no answer: its reason first, as in unparsed()
@@ -302,7 +296,7 @@ def _library_score(
     key: EntryKey,
     details: dict[str, Any],
     partial_credit: bool = True,
-) -> Judgement:
+) -> scorer.Judgement:
     try:
         raw = dataset.score_answer(answer, entry)
         score = float(raw)
@@ -313,29 +307,29 @@ def _library_score(
     except Exception as exc:  # in details, counted by the service, judged 0 (invalid if broken)
         failure = _gold_failure(task, key(), dataset, entry)
         if failure is not None:
-            raise InvalidReference(
+            raise scorer.InvalidReference(
                 f"task {task!r} cannot score this entry: its scorer raises on the gold answer "
                 f"too ({failure})",
                 "broken_task",
             ) from exc
         log.info("task %s's scorer raised on an answer", task, exc_info=True)
-        return Judgement(
+        return scorer.Judgement(
             score=0.0,
             success=False,
             parsed=True,
             details={**details, "scorer_exception": f"{type(exc).__name__}: {exc}"[:500]},
         )
-    return Judgement(score=score, success=score == 1.0, parsed=True, details=details)
+    return scorer.Judgement(score=score, success=score == 1.0, parsed=True, details=details)
 
 
-_VERDICTS: Cache[tuple[str, str, PuzzleConfig], Judgement] = Cache("puzzles.verdicts", 65536)
+_VERDICTS: Cache[tuple[str, str, PuzzleConfig], scorer.Judgement] = Cache("puzzles.verdicts", 65536)
 """(reference key, extracted answer, config) -> verdict: a GRPO group's 16 responses to one
 puzzle hold only a few distinct answers. Scorers are deterministic in (entry, answer)."""
 
 
 def score_puzzle(
-    response: str, reference: PuzzleReference, config: PuzzleConfig, ctx: ScoreContext
-) -> Judgement:
+    response: str, reference: PuzzleReference, config: PuzzleConfig, ctx: scorer.ScoreContext
+) -> scorer.Judgement:
     """Every Reasoning Gym task by name, scored by the library's score_answer (our own validators
     for boxnet and graph_color); continuous."""
     answer, source = find_answer(response, reference.task, config)
@@ -343,7 +337,7 @@ def score_puzzle(
     if memo_key is not None:
         known = _VERDICTS.get(memo_key)
         if known is not None and known.details.get("source") == source:
-            return Judgement(known.score, known.success, known.parsed, dict(known.details))
+            return scorer.Judgement(known.score, known.success, known.parsed, dict(known.details))
     judgement = _score_answer(answer, source, reference, config)
     if memo_key is not None:
         _VERDICTS.put(memo_key, judgement)
@@ -381,12 +375,12 @@ def puzzle_workload(reference: Mapping[str, Any]) -> str | None:
 
 def _score_answer(
     answer: str | None, source: str, reference: PuzzleReference, config: PuzzleConfig
-) -> Judgement:
+) -> scorer.Judgement:
     task, entry, dataset, key = _resolve(reference)
     if answer is None:
-        return Judgement.unparsed("no_answer", task=task)
+        return scorer.Judgement.unparsed("no_answer", task=task)
     if len(answer) > config.max_answer_chars:
-        return Judgement.zero("answer_too_long", task=task)
+        return scorer.Judgement.zero("answer_too_long", task=task)
     details: dict[str, Any] = {"task": task, "source": source, "extracted": answer[:2000]}
     validator = _VALIDATORS.get(task)
     if validator is not None:
@@ -394,18 +388,18 @@ def _score_answer(
     return _library_score(task, answer, entry, dataset, key, details, config.partial_credit)
 
 
-def _examples() -> list[Example]:
+def _examples() -> list[scorer.Example]:
     colouring = gym.entry_for("graph_color", {}, 7, 0)["metadata"]["possible_answer"]
     return [
-        Example(
+        scorer.Example(
             {"task": "basic_arithmetic", "config": {}, "seed": 1, "index": 0},
             "<answer>" + str(gym.entry_for("basic_arithmetic", {}, 1, 0)["answer"]) + "</answer>",
         ),
-        Example(
+        scorer.Example(
             {"task": "graph_color", "config": {}, "seed": 7, "index": 0},
             f"<answer>{json.dumps(colouring)}</answer>",
         ),
-        Example(
+        scorer.Example(
             {
                 "task": "boxnet",
                 "entry": {
@@ -422,7 +416,7 @@ def _examples() -> list[Example]:
     ]
 
 
-SCORER = Scorer.from_function(
+SCORER = scorer.Scorer.from_function(
     "puzzle",
     score_puzzle,
     _examples,

@@ -27,22 +27,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator
 
-from reward_specs import faults
+from reward_specs import faults, scorer
 from reward_specs.caches import Cache
 from reward_specs.extract import BoxedFallback, answer_is, extract_answer, last_boxed
 from reward_specs.lazy import lazy_import
 from reward_specs.math.domain import MathConfig, equivalent
 from reward_specs.math.rules import Rule, gold_facts, normalise
 from reward_specs.math.verifier import boxed_latex, math_verify_errors, math_verify_utils, parse
-from reward_specs.scorer import (
-    DomainConfig,
-    Example,
-    InvalidReference,
-    Judgement,
-    ReferenceModel,
-    ScoreContext,
-    Scorer,
-)
 from reward_specs.stem import choice_letters
 from reward_specs.stem.choice_letters import choice_text_in, norm
 from reward_specs.stem.numbers import parse_number
@@ -58,7 +49,7 @@ __all__ = ["SCORER", "StemConfig", "StemReference", "parse_number"]
 LETTERS = string.ascii_uppercase
 
 
-class StemConfig(DomainConfig):
+class StemConfig(scorer.DomainConfig):
     rel_tol: float = Field(1e-2, ge=0.0, le=1.0)
     """Relative tolerance for free-form numeric answers when the reference gives none."""
     abs_tol: float = Field(0.0, ge=0.0)
@@ -76,7 +67,7 @@ class StemConfig(DomainConfig):
     added_later: ClassVar[frozenset[str]] = frozenset({"careful", "units"})
 
 
-class StemReference(ReferenceModel):
+class StemReference(scorer.ReferenceModel):
     model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
 
     answer: str = Field(..., min_length=1)
@@ -105,7 +96,7 @@ def _gold_index(reference: StemReference) -> int:
     for i, choice in enumerate(choices):
         if norm(choice) == norm(gold):
             return i
-    raise InvalidReference(
+    raise scorer.InvalidReference(
         f"the gold answer {gold[:100]!r} is neither a choice's letter nor its text"
     )
 
@@ -149,7 +140,7 @@ def _pick_choice(text: str, choices: list[str]) -> tuple[int | None, str]:
     return choice_letters.mentioned_letter(text, n)
 
 
-def _score_choice(text: str, reference: StemReference, careful: bool) -> Judgement:
+def _score_choice(text: str, reference: StemReference, careful: bool) -> scorer.Judgement:
     choices = reference.choices or []
     gold = _gold_index(reference)
     picked, source = _pick_choice(text, choices)
@@ -161,11 +152,11 @@ def _score_choice(text: str, reference: StemReference, careful: bool) -> Judgeme
             rules.append(choice_letters.rule_for(text, picked, source))
     more = {"rules": rules, "prorl_v1": picked != gold} if rules else {}
     if picked == choice_letters.AMBIGUOUS:
-        return Judgement.unparsed("two_choices", source=source, **more)
+        return scorer.Judgement.unparsed("two_choices", source=source, **more)
     if picked is None:
-        return Judgement.unparsed("no_choice", **more)
+        return scorer.Judgement.unparsed("no_choice", **more)
     ok = picked == gold
-    return Judgement(
+    return scorer.Judgement(
         score=1.0 if ok else 0.0,
         success=ok,
         parsed=True,
@@ -222,10 +213,10 @@ def _evaluate(expr: sympy.Expr, timeout_s: int) -> float | None:
     return result
 
 
-def _score_free_form(text: str, reference: StemReference, config: StemConfig) -> Judgement:
+def _score_free_form(text: str, reference: StemReference, config: StemConfig) -> scorer.Judgement:
     answer, source = extract_answer(text, config.fallbacks)
     if answer is None:
-        return Judgement.unparsed("no_answer")
+        return scorer.Judgement.unparsed("no_answer")
     details: dict[str, Any] = {"extracted": answer, "source": source}
     if config.careful:
         rewritten, fired = normalise(answer, gold_facts(reference.answer))
@@ -241,14 +232,14 @@ def _careful_free_form(
     reference: StemReference,
     config: StemConfig,
     details: dict[str, Any],
-) -> Judgement:
+) -> scorer.Judgement:
     """The verdict on the normalised answer; the rules named when they changed it."""
     judged = _free_form_verdict(rewritten, reference, config, dict(details))
     plain = _free_form_verdict(answer, reference, _plain(config), dict(details))
     if judged.success is plain.success:
         return judged
     more = {"rules": [*fired, *judged.details.get("rules", ())], "prorl_v1": plain.success}
-    return Judgement(judged.score, judged.success, True, {**judged.details, **more})
+    return scorer.Judgement(judged.score, judged.success, True, {**judged.details, **more})
 
 
 @Cache("stem.plain_configs", 64)
@@ -260,14 +251,16 @@ def _plain(config: StemConfig) -> StemConfig:
 
 def _free_form_verdict(
     answer: str, reference: StemReference, config: StemConfig, details: dict[str, Any]
-) -> Judgement:
+) -> scorer.Judgement:
     if config.units:
         rel_tol = reference.rel_tol if reference.rel_tol is not None else config.rel_tol
         verdict = compare_with_units(answer, reference.answer, rel_tol, config.abs_tol)
         if verdict is not None:
             ok, more = verdict
             details.update(more)
-            return Judgement(score=1.0 if ok else 0.0, success=ok, parsed=True, details=details)
+            return scorer.Judgement(
+                score=1.0 if ok else 0.0, success=ok, parsed=True, details=details
+            )
     gold_value = parse_number(reference.answer)
     if gold_value is not None:
         value = parse_number(answer)
@@ -285,12 +278,12 @@ def _free_form_verdict(
     else:
         ok, more = equivalent(reference.answer, answer, config.symbolic)
         details.update(more)
-    return Judgement(score=1.0 if ok else 0.0, success=ok, parsed=True, details=details)
+    return scorer.Judgement(score=1.0 if ok else 0.0, success=ok, parsed=True, details=details)
 
 
 def score_stem(
-    response: str, reference: StemReference, config: StemConfig, ctx: ScoreContext
-) -> Judgement:
+    response: str, reference: StemReference, config: StemConfig, ctx: scorer.ScoreContext
+) -> scorer.Judgement:
     """Multiple choice by letter or choice text; free-form numbers within a relative tolerance,
     else symbolic equivalence; 0/1."""
     if reference.choices is not None:
@@ -298,17 +291,17 @@ def score_stem(
     return _score_free_form(response, reference, config)
 
 
-def _examples() -> list[Example]:
+def _examples() -> list[scorer.Example]:
     return [
-        Example(
+        scorer.Example(
             {"answer": "B", "choices": ["red", "green", "blue"]}, "So it must be green.\nAnswer: B"
         ),
-        Example({"answer": "blue", "choices": ["red", "green", "blue"]}, "\\boxed{C}"),
-        Example({"answer": "3.2e-5"}, "The rate is \\boxed{3.2 \\times 10^{-5}}."),
-        Example({"answer": "x^2 + 1"}, "\\boxed{1 + x^2}"),
+        scorer.Example({"answer": "blue", "choices": ["red", "green", "blue"]}, "\\boxed{C}"),
+        scorer.Example({"answer": "3.2e-5"}, "The rate is \\boxed{3.2 \\times 10^{-5}}."),
+        scorer.Example({"answer": "x^2 + 1"}, "\\boxed{1 + x^2}"),
     ]
 
 
-SCORER = Scorer.from_function(
+SCORER = scorer.Scorer.from_function(
     "stem", score_stem, _examples, libraries=("math-verify", "latex2sympy2_extended", "sympy")
 )

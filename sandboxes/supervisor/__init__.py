@@ -44,8 +44,8 @@ from .seccomp import (
     seccomp_program,
     syscall_numbers,
 )
-from .step import _classify
-from .tree import _children, _descendants
+from .step import classify
+from .tree import child_pids, descendant_pids
 
 __all__ = [
     "ARG_CHECKED",
@@ -58,9 +58,9 @@ __all__ = [
     "SECCOMP_ARCHES",
     "SYSCALL_NUMBERS",
     "SupervisorConfig",
-    "_children",
-    "_classify",
-    "_descendants",
+    "child_pids",
+    "classify",
+    "descendant_pids",
     "seccomp_program",
     "supervisor_config",
     "syscall_numbers",
@@ -73,6 +73,8 @@ JAIL_MODULES = (
     "forked",
     "shared",
     "template",
+    "child",
+    "running",
     "step",
     "request",
 )

@@ -10,11 +10,11 @@ import builtins
 import io
 import os
 import sys
-import traceback  # imported here, once, for the forked Python programs (see _python_main)
+import traceback  # imported here, once, for the forked Python programs (see python_main)
 import types
 from typing import Any, NoReturn
 
-from .kernel import _PR_SET_DUMPABLE, _prctl
+from .kernel import PR_SET_DUMPABLE, prctl
 
 # Called by the forked child by global name: there, in code run cold, each `module.name` writes to
 # (copies the page of) the `name` string.
@@ -27,7 +27,7 @@ _getrecursionlimit, _setrecursionlimit, _getframe = (
 )
 _os_close = os.close
 
-_Invocation = tuple[
+Invocation = tuple[
     frozenset[str],
     str | None,
     str | None,
@@ -43,8 +43,8 @@ _EXECUTABLE: list[str] = []
 """This interpreter's real path, resolved once."""
 _PY_FLAGS = frozenset("IESBus")
 """`python3` flags a forked interpreter honours; any other makes the step a real exec."""
-_STDLIB_PATH: list[str] = []
-_SITE_PATH: list[str] = []
+STDLIB_PATH: list[str] = []
+SITE_PATH: list[str] = []
 
 
 _PY_SIGNALS = (
@@ -83,7 +83,7 @@ def _which(name: str, path: str | None) -> str | None:
     return None
 
 
-def _python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> _Invocation | None:
+def python_invocation(argv: list[str], env: dict[str, str], workdir: str) -> Invocation | None:
     """(flags, script, code, args, None) when `argv`, run in `workdir`, runs this very
     interpreter on a script or `-c`.
 
@@ -170,8 +170,8 @@ every run."""
 _SPARE_PATHS: dict[bool, list[str]] = {}
 """The `sys.path` a forked `python3 -I` child installs (by `-S` or not), made as the streams are:
 the child rebinds `sys.path` to its copy instead of rewriting the template's list in place."""
-_DEPTH: list[int] = []
-"""How deep `_python_main` runs in a step's process, set by the template (`template._serve`)."""
+DEPTH: list[int] = []
+"""How deep `python_main` runs in a step's process, set by the template (`template._serve`)."""
 _REPLACED: list[Any] = []
 """The template's own stdio objects, `sys.path`, `sys.argv` and `__main__`, which a child
 replaces: referenced here too, so that a child replacing them does not also free (and finalise)
@@ -179,7 +179,7 @@ them."""
 _STDIO_NAMES = ("stdin", "__stdin__", "stdout", "__stdout__", "stderr", "__stderr__")
 
 
-def _spare_streams(unbuffered: bool) -> None:
+def spare_streams(unbuffered: bool) -> None:
     """In the template, before it forks any step: make the spare streams if not yet made.
     They are made over a pipe dup'd onto fds 0-2, as every child's stdio are pipes, so what they
     learn of their file at creation (not seekable) is what a child's `python3` would learn."""
@@ -201,7 +201,7 @@ def _spare_streams(unbuffered: bool) -> None:
         os.close(w)
     _SPARE_STREAMS[unbuffered] = _stdio_attributes(streams)
     if not _SPARE_PATHS:
-        _SPARE_PATHS.update({True: list(_STDLIB_PATH), False: list(_SITE_PATH)})
+        _SPARE_PATHS.update({True: list(STDLIB_PATH), False: list(SITE_PATH)})
         _REPLACED.extend((sys.path, sys.argv, sys.modules["__main__"]))
         _REPLACED.extend(getattr(sys, name) for name in _STDIO_NAMES)
 
@@ -212,17 +212,17 @@ def _stdio_attributes(streams: tuple[Any, Any, Any]) -> tuple[tuple[str, Any], .
 
 
 def _python_streams(unbuffered: bool) -> None:
-    """Install the spare stdio objects (`_spare_streams`) as sys.stdin/stdout/stderr."""
+    """Install the spare stdio objects (`spare_streams`) as sys.stdin/stdout/stderr."""
     attributes = _SPARE_STREAMS.get(unbuffered) or _stdio_attributes(_make_streams(unbuffered))
     for name, stream in attributes:
         setattr(sys, name, stream)
 
 
 _ADOPTED_ENV: list[dict[str, str] | None] = [None]
-"""The environment last made the template's own (`_adopt_environ`)."""
+"""The environment last made the template's own (`adopt_environ`)."""
 
 
-def _adopt_environ(env: dict[str, str]) -> None:
+def adopt_environ(env: dict[str, str]) -> None:
     """Make the template's own environment the runs' `env` (the same in every request of a
     sandbox, so it changes once): a forked Python child then need not rebuild `os.environ`,
     which costs it copy-on-write faults. Exec'd programs get `env` explicitly."""
@@ -241,7 +241,7 @@ def _become_python(
 ) -> types.ModuleType:
     """Give this forked child the process and interpreter state of a fresh `python3` about to
     run `script` (None: `-c`); returns its `__main__` module (`main` if the supervisor made it)."""
-    _prctl(_PR_SET_DUMPABLE, 1)  # it is the program's process now
+    prctl(PR_SET_DUMPABLE, 1)  # it is the program's process now
     _atexit_clear()
     if _ADOPTED_ENV[0] is not env:
         os.environ.clear()
@@ -249,7 +249,7 @@ def _become_python(
     for sig, handler in _PY_SIGNALS:
         if _getsignal(sig) != handler:  # usually the supervisor's own already
             _signal.signal(sig, handler)
-    path = _SPARE_PATHS.get("S" in flags) or list(_STDLIB_PATH if "S" in flags else _SITE_PATH)
+    path = _SPARE_PATHS.get("S" in flags) or list(STDLIB_PATH if "S" in flags else SITE_PATH)
     if "I" not in flags:
         path = [os.path.dirname(os.path.abspath(script)) if script else "", *path]
     sys.path = path
@@ -301,7 +301,7 @@ def _exit_python(status: int) -> NoReturn:
     os._exit(status)
 
 
-def _stack_depth(frame: types.FrameType | None) -> int:
+def stack_depth(frame: types.FrameType | None) -> int:
     """How many frames deep `frame` runs (itself included)."""
     depth = 0
     while frame is not None:
@@ -311,21 +311,21 @@ def _stack_depth(frame: types.FrameType | None) -> int:
 
 
 def _own_depth() -> int:
-    """How many frames deep the caller runs: the depth `_DEPTH` says, if one look at the stack
+    """How many frames deep the caller runs: the depth `DEPTH` says, if one look at the stack
     confirms it (the outermost frame is that far down), else counted frame by frame (each frame
     object made on the way is memory the child writes)."""
-    expected = _DEPTH[0] if _DEPTH else 0
+    expected = DEPTH[0] if DEPTH else 0
     try:
         if expected and _getframe(expected).f_back is None:
             return expected
     except ValueError:  # not that deep
         pass
-    return _stack_depth(sys._getframe(1))
+    return stack_depth(sys._getframe(1))
 
 
-def _python_main(
+def python_main(
     program: str,
-    invocation: _Invocation,
+    invocation: Invocation,
     env: dict[str, str],
 ) -> NoReturn:
     """Become `python3 [flags] script args` (or `-c code`) in this forked child, then exit."""

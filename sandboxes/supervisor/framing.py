@@ -21,7 +21,7 @@ def _read_exact(fd: int, n: int) -> bytes | None:
     return bytes(buf) if len(buf) == n else None
 
 
-def _read_frame(fd: int) -> Any:
+def read_frame(fd: int) -> Any:
     head = _read_exact(fd, 4)
     if head is None:
         return None
@@ -42,7 +42,7 @@ _SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by its
 """What `JSONDecoder.raw_decode` calls (the C scanner), without that Python-level method."""
 
 
-class _Outbox:
+class Outbox:
     """Frames for the backend, written to fd 1 with os.write when flushed.
 
     Not a buffered file object on purpose: a forked child inherits whatever is buffered, and a
@@ -65,43 +65,43 @@ class _Outbox:
         buf.clear()
 
 
-_KEEP: list[Any] = []
+KEEP: list[Any] = []
 """The interpreter's own stdout object, kept alive so that it is never finalized (and flushed)."""
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def _write_frame(out: _Outbox, obj: Any, flush: bool = True) -> None:
+def write_frame(out: Outbox, obj: Any, flush: bool = True) -> None:
     _write_body(out, _ENCODE(obj).encode("utf-8"))
     if flush:
         out.flush()
 
 
-def _write_body(out: _Outbox, body: bytes) -> None:
+def _write_body(out: Outbox, body: bytes) -> None:
     out.write(len(body).to_bytes(4, "big"))
     out.write(body)
 
 
 StepResult = tuple[str, int | None, int | None, bytes, bytes, float, float, bool, bool]
-"""A step's result (`step._run_step`): its fields in the result frame's order, status,
+"""A step's result (`step.run_step`): its fields in the result frame's order, status,
 exit_code, signal, stdout and stderr (base64), cpu_s, wall_s, oom_killed, stopped. A tuple, not
 a dict: no keys to build and look up again for every step."""
-_STATUS: Final = 0
-_OOM_KILLED: Final = 7
+STATUS: Final = 0
+OOM_KILLED: Final = 7
 
 _STEP_RESULT = (
     b'{"kind":"result","index":%d,"result":{"status":"%s","exit_code":%s,"signal":%s,'
     b'"stdout":"%s","stderr":"%s","cpu_s":%r,"wall_s":%r,"oom_killed":%s,"stopped":%s}}'
 )
-"""A step's result frame, as `_write_frame` would write it (bytes' %r is the float's repr)."""
+"""A step's result frame, as `write_frame` would write it (bytes' %r is the float's repr)."""
 
 
 def _json_int(value: int | None) -> bytes:
     return b"null" if value is None else b"%d" % value
 
 
-def _write_result(out: _Outbox, index: int, result: StepResult) -> None:
+def write_result(out: Outbox, index: int, result: StepResult) -> None:
     """{"kind": "result", "index": index, "result": result as a dict}, not flushed. Formatted
     directly, not through the generic JSON encoder: its strings are a status name and base64,
     which JSON escapes nothing of, its floats are finite, its codes ints or None."""
@@ -121,13 +121,13 @@ def _write_result(out: _Outbox, index: int, result: StepResult) -> None:
     _write_body(out, body)
 
 
-def _write_skipped(out: _Outbox, index: int) -> None:
+def write_skipped(out: Outbox, index: int) -> None:
     """The result frame of a step not run (the build failed, or no budget is left)."""
     result = {"status": "skipped", "cpu_s": 0.0, "wall_s": 0.0}
-    _write_frame(out, {"kind": "result", "index": index, "result": result}, flush=False)
+    write_frame(out, {"kind": "result", "index": index, "result": result}, flush=False)
 
 
-def _write_done(out: _Outbox, leftover: int, recycle: bool) -> None:
+def write_done(out: Outbox, leftover: int, recycle: bool) -> None:
     """The request's last frame, flushed with those before it."""
     _write_body(out, _DONE % (leftover, b"true" if recycle else b"false"))
     out.flush()

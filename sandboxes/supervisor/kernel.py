@@ -5,16 +5,16 @@ from __future__ import annotations
 import ctypes
 import os
 
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_DUMPABLE = 4
-_PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc_prctl = _libc.prctl
 """Resolved once: each `_libc.prctl` lookup in a forked child writes to `CDLL.__getattr__`, which
 the attribute hook holds a reference to while it looks."""
 
 
-def _prctl(option: int, value: int) -> None:
+def prctl(option: int, value: int) -> None:
     if _libc_prctl(option, value, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")

@@ -13,29 +13,31 @@ from binascii import a2b_base64  # bound here, as in `step`
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from .forked import _SITE_PATH, _STDLIB_PATH
+from .child import check_oom_adj, child_main
+from .forked import SITE_PATH, STDLIB_PATH
 from .framing import (
-    _KEEP,
-    _OOM_KILLED,
-    _STATUS,
-    _Outbox,
-    _read_frame,
-    _write_done,
-    _write_frame,
-    _write_result,
-    _write_skipped,
+    KEEP,
+    OOM_KILLED,
+    STATUS,
+    Outbox,
+    read_frame,
+    write_done,
+    write_frame,
+    write_result,
+    write_skipped,
 )
 from .kernel import (
-    _PR_SET_CHILD_SUBREAPER,
-    _PR_SET_DUMPABLE,
-    _PR_SET_NO_NEW_PRIVS,
-    _prctl,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
     install_filter,
+    prctl,
 )
+from .running import READ_BUFFER, read_some
 from .shared import request_files
-from .step import _CHUNK, StepContext, _child, _read_some, _run_step, check_oom_adj, forks_itself
+from .step import StepContext, forks_itself, run_step
 from .template import TEMPLATE_STATE, Template
-from .tree import _Reaper
+from .tree import Reaper
 
 if TYPE_CHECKING:
     from .config import SupervisorConfig
@@ -66,10 +68,10 @@ def _ipc_objects_left() -> bool:
         except OSError:
             continue
         try:
-            n = _read_some(fd)
+            n = read_some(fd)
         finally:
             os.close(fd)
-        head = _CHUNK[:n]
+        head = READ_BUFFER[:n]
         if head[head.find(b"\n") + 1 :].strip():
             return True
     return False
@@ -138,7 +140,7 @@ class _Setup:
 
     __slots__ = ("cfg", "emptied", "env", "owner", "reaper", "template", "workdir")
 
-    def __init__(self, cfg: SupervisorConfig, reaper: _Reaper) -> None:
+    def __init__(self, cfg: SupervisorConfig, reaper: Reaper) -> None:
         self.cfg = cfg
         self.reaper = reaper
         self.workdir = os.path.join(cfg["work_root"], "work")
@@ -188,7 +190,7 @@ def _prepare_workdir(setup: _Setup, files: dict[str, bytes]) -> str:
 
 def _environment(workdir: str, tmpdir: str) -> dict[str, str]:
     """The programs' environment: made once (`_Setup`), the same object in every request of
-    this supervisor, so that `forked._adopt_environ` has nothing to redo."""
+    this supervisor, so that `forked.adopt_environ` has nothing to redo."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
@@ -230,7 +232,7 @@ def _build_context(
     )
 
 
-def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
+def _run_request(req: dict[str, Any], setup: _Setup, out: Outbox) -> None:
     cfg, reaper, env, limits = setup.cfg, setup.reaper, setup.env, req["limits"]
     files, shared_keys = request_files(req)
     setup.template.share(req.get("shared"))
@@ -241,17 +243,17 @@ def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
         build = req.get("build")
         build_ok = True
         if build is not None:
-            result, _, left = _run_step(_build_context(build, limits, workdir, setup))
+            result, _, left = run_step(_build_context(build, limits, workdir, setup))
             leftover += left
-            oom = oom or result[_OOM_KILLED]
-            build_ok = result[_STATUS] == "ok"
-            _write_result(out, -1, result)
+            oom = oom or result[OOM_KILLED]
+            build_ok = result[STATUS] == "ok"
+            write_result(out, -1, result)
         cpu_left = float(limits["cpu_budget_s"])
         wall_end = monotonic() + float(limits["wall_cap_s"])
         for i, ex in enumerate(req["executions"]):
             wall_left = wall_end - monotonic()
             if not build_ok or cpu_left <= 0 or wall_left <= 0:
-                _write_skipped(out, i)
+                write_skipped(out, i)
                 continue
             ctx = StepContext(
                 ex["argv"],
@@ -267,17 +269,17 @@ def _run_request(req: dict[str, Any], setup: _Setup, out: _Outbox) -> None:
                 # before any program of this request ran, its shared files are as sent
                 shared_keys if build is None and i == 0 else None,
             )
-            result, used, left = _run_step(ctx)
+            result, used, left = run_step(ctx)
             leftover += left
-            oom = oom or result[_OOM_KILLED]
+            oom = oom or result[OOM_KILLED]
             cpu_left -= used
-            _write_result(out, i, result)
+            write_result(out, i, result)
         # A process outlived its step, the kernel killed one, or System V IPC objects remain: the
         # next run starts in a new sandbox (`ipc_namespace`: ours alone, so all are a run's).
         ipc_left = cfg["ipc_namespace"] and _ipc_objects_left()
         # A program killed the template: the rest ran exec'd, the next request gets a new one.
         lost = setup.template.lost
-        _write_done(out, leftover, leftover > 0 or oom or ipc_left or lost)
+        write_done(out, leftover, leftover > 0 or oom or ipc_left or lost)
     finally:
         # After the results are out (the service reads them while we clean), before the next
         # request is read: no run ever sees what an earlier one left.
@@ -290,35 +292,35 @@ def main(config_json: str) -> None:
     """The supervisor: `config_json` is a `SupervisorConfig` the backend made (and checked) with
     `supervisor_config`."""
     cfg: SupervisorConfig = json.loads(config_json)
-    _prctl(_PR_SET_DUMPABLE, 0)  # our /proc entries become root-owned: no peeking at our pipes
+    prctl(PR_SET_DUMPABLE, 0)  # our /proc entries become root-owned: no peeking at our pipes
     # Inherited by every process of every run, and irrevocable: no exec gains privileges.
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
     if cfg["seccomp"]:
         install_filter(base64.b64decode(cfg["seccomp"]))  # needs no-new-privileges
     check_oom_adj()
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back to us to be killed and reaped
+    prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a run come back to us to be killed and reaped
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     os.makedirs(cfg["work_root"], exist_ok=True)
     _UMASK[0] = os.umask(0o022)
     os.umask(_UMASK[0])  # unchanged: the programs inherit it
     sys.stdout.flush()
-    _KEEP.append(sys.stdout)
-    out = _Outbox(1)
+    KEEP.append(sys.stdout)
+    out = Outbox(1)
     sys.stdout = sys.stderr  # nothing but frames may reach the backend's stream
-    _STDLIB_PATH[:] = sys.path
+    STDLIB_PATH[:] = sys.path
     import site
 
     site.ENABLE_USER_SITE = False
     site.main()  # what `python3 -I` adds: the system's site-packages (numpy etc.)
-    _SITE_PATH[:] = sys.path
-    setup = _Setup(cfg, _Reaper(cfg["pid_namespace"]))
+    SITE_PATH[:] = sys.path
+    setup = _Setup(cfg, Reaper(cfg["pid_namespace"]))
     TEMPLATE_STATE[:] = [cfg, setup.env]  # what a step's process the supervisor forks runs with
     if not forks_itself(cfg):
         # Before any request is read (and before the backend's socket is connected): the
         # template holds nothing of any run, ever.
-        setup.template = Template.start(cfg, setup.env, _child)
+        setup.template = Template.start(cfg, setup.env, child_main)
         setup.reaper.spared = setup.template.pid
-    # Frames are read from a descriptor (`_read_frame`): the backend sends nothing past the
+    # Frames are read from a descriptor (`read_frame`): the backend sends nothing past the
     # bootstrap payload before our "ready" frame, so sys.stdin's buffer holds nothing of them.
     stream = 0
     if cfg["connect"]:
@@ -332,15 +334,15 @@ def main(config_json: str) -> None:
             conn.connect(cfg["connect"])
             conn.settimeout(None)
         except OSError as exc:
-            _write_frame(out, {"kind": "error", "message": f"connect: {exc}", "socket": False})
+            write_frame(out, {"kind": "error", "message": f"connect: {exc}", "socket": False})
             return
-        _KEEP.append(conn)
-        out = _Outbox(conn.fileno())
+        KEEP.append(conn)
+        out = Outbox(conn.fileno())
         stream = conn.fileno()
-        _write_frame(out, {"kind": "token", "token": cfg["token"]}, flush=False)
-    _write_frame(out, {"kind": "ready", "pid": os.getpid(), "version": PROTOCOL_VERSION})
+        write_frame(out, {"kind": "token", "token": cfg["token"]}, flush=False)
+    write_frame(out, {"kind": "ready", "pid": os.getpid(), "version": PROTOCOL_VERSION})
     while True:
-        req = _read_frame(stream)
+        req = read_frame(stream)
         if req is None:
             return
         try:
@@ -348,6 +350,6 @@ def main(config_json: str) -> None:
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 return
-            _write_frame(out, {"kind": "error", "message": f"{type(exc).__name__}: {exc}"})
+            write_frame(out, {"kind": "error", "message": f"{type(exc).__name__}: {exc}"})
         except Exception as exc:  # noqa: BLE001 - reported; the backend discards this sandbox
-            _write_frame(out, {"kind": "error", "message": f"{type(exc).__name__}: {exc}"})
+            write_frame(out, {"kind": "error", "message": f"{type(exc).__name__}: {exc}"})

@@ -9,7 +9,7 @@ import types
 from binascii import a2b_base64  # bound here: a module object is one more page a request writes
 from typing import Any
 
-_BLOBS: dict[str, bytes] = {}
+BLOBS: dict[str, bytes] = {}
 """Shared files (trusted runners) sent once by the backend, by key; see `request_files`."""
 
 
@@ -26,18 +26,18 @@ def request_files(req: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, str]
     if not shared:
         return files, {}
     if shared.get("reset"):
-        _BLOBS.clear()
-        _SHARED_CODE.clear()
+        BLOBS.clear()
+        SHARED_CODE.clear()
     for key, b64 in shared.get("new", {}).items():
-        _BLOBS[key] = base64.b64decode(b64)
+        BLOBS[key] = base64.b64decode(b64)
     names: dict[str, str] = shared.get("names", {})
     for name, key in names.items():
-        files[name] = _BLOBS[key]
+        files[name] = BLOBS[key]
     return files, names
 
 
 def _compile(source: bytes | str, filename: str) -> types.CodeType:
-    """A shared script's code, compiled as `_python_main` compiles a program: with no future
+    """A shared script's code, compiled as `forked.python_main` compiles a program: with no future
     flags of this module (`dont_inherit`), as `python3` would compile it."""
     return compile(source, filename, "exec", dont_inherit=True)
 
@@ -85,7 +85,7 @@ def _preload(source: bytes, filename: str) -> tuple[types.CodeType, types.Module
     return final, main
 
 
-_SHARED_CODE: dict[tuple[str, str], tuple[types.CodeType, types.ModuleType | None]] = {}
+SHARED_CODE: dict[tuple[str, str], tuple[types.CodeType, types.ModuleType | None]] = {}
 """Shared files compiled as scripts (`_preload`), by (blob key, file name); emptied with the
 blobs."""
 
@@ -119,7 +119,7 @@ def shared_script(
 def preloaded(runner: tuple[str, str]) -> tuple[types.CodeType, types.ModuleType | None] | None:
     """The loaded code of a shared script (`shared_script`), loading it here first: in the
     template, or in the supervisor itself when it forks its steps (the test-only hook)."""
-    loaded = _SHARED_CODE.get(runner)
-    if loaded is None and runner[0] in _BLOBS:
-        loaded = _SHARED_CODE[runner] = _preload(_BLOBS[runner[0]], runner[1])
+    loaded = SHARED_CODE.get(runner)
+    if loaded is None and runner[0] in BLOBS:
+        loaded = SHARED_CODE[runner] = _preload(BLOBS[runner[0]], runner[1])
     return loaded

@@ -9,7 +9,7 @@ it forks the template (`Template.start`), which then only ever receives, on a so
   runs a shared runner, that runner's key and path. It forks the step's process as the
   supervisor's child (which reaps it and counts its CPU time): clone(CLONE_PARENT), or where that
   is refused two forks, the first exiting at once so that the second is reparented (`_fork`).
-  It answers nothing: the step's process writes its own pid first (`step._child`), so that the
+  It answers nothing: the step's process writes its own pid first (`child.child_main`), so that the
   template, whose pages the program shares, writes as little as it can while it runs; it
   closes the pipes and waits for the next message. Only the step's process then reads its
   parameters and stdin from its pipe and becomes the program;
@@ -36,8 +36,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .forked import _DEPTH, _adopt_environ, _spare_streams, _stack_depth
-from .shared import _BLOBS, _SHARED_CODE, preloaded
+from .forked import DEPTH, adopt_environ, spare_streams, stack_depth
+from .shared import BLOBS, SHARED_CODE, preloaded
 
 if TYPE_CHECKING:
     from .config import SupervisorConfig
@@ -102,14 +102,14 @@ class Template:
         if shared.get("reset"):
             self._send(("reset",))
         for key in shared.get("new", {}):
-            data = _BLOBS[key]
+            data = BLOBS[key]
             for at in range(0, len(data), _CHUNK):
                 if not self._send(("blob", key, data[at : at + _CHUNK])):
                     return
             self._send(("done", key))
 
     def spawn(self, fds: list[int], runner: tuple[str, str] | None) -> bool:
-        """Have the template fork a step's process with `fds` (see `step._child`, which writes
+        """Have the template fork a step's process with `fds` (see `child.child_main`, which writes
         its pid first); False when the template is gone."""
         return self._send(("spawn", runner), fds)
 
@@ -122,7 +122,7 @@ class Template:
                 self.forget()
 
     def kill(self) -> None:
-        """Give up on a template that broke its protocol (the reaper reaps it, `tree._Reaper`)."""
+        """Give up on a template that broke its protocol (the reaper reaps it, `tree.Reaper`)."""
         if self.pid > 0:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
@@ -151,12 +151,12 @@ def _serve(
     os.dup2(devnull, 1)
     os.close(devnull)
     TEMPLATE_STATE[:] = [{**cfg, "token": ""}, env]
-    _adopt_environ(env)
-    _spare_streams(False)
-    _spare_streams(True)
-    # A forked Python program runs `_python_main` two frames under this one (`_fork`, the
+    adopt_environ(env)
+    spare_streams(False)
+    spare_streams(True)
+    # A forked Python program runs `python_main` two frames under this one (`_fork`, the
     # step's `child`); see forked._own_depth.
-    _DEPTH[:] = [_stack_depth(sys._getframe()) + 3]
+    DEPTH[:] = [stack_depth(sys._getframe()) + 3]
     partial: dict[str, bytearray] = {}
     while True:
         try:
@@ -176,10 +176,10 @@ def _serve(
         elif kind == "blob":
             partial.setdefault(command[1], bytearray()).extend(command[2])
         elif kind == "done":
-            _BLOBS[command[1]] = bytes(partial.pop(command[1], b""))
+            BLOBS[command[1]] = bytes(partial.pop(command[1], b""))
         elif kind == "reset":
-            _BLOBS.clear()
-            _SHARED_CODE.clear()
+            BLOBS.clear()
+            SHARED_CODE.clear()
             partial.clear()
 
 

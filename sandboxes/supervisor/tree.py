@@ -11,7 +11,7 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _children(pid: int) -> list[int]:
+def child_pids(pid: int) -> list[int]:
     """Direct children of `pid` (all its threads), from /proc/<pid>/task/*/children."""
     found: list[int] = []
     try:
@@ -27,17 +27,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _descendants(root: int) -> list[int]:
+def descendant_pids(root: int) -> list[int]:
     seen = []
-    stack = _children(root)
+    stack = child_pids(root)
     while stack:
         pid = stack.pop()
         seen.append(pid)
-        stack.extend(_children(pid))
+        stack.extend(child_pids(pid))
     return seen
 
 
-def _live_usage(pids: list[int]) -> tuple[float, int]:
+def live_usage(pids: list[int]) -> tuple[float, int]:
     """CPU seconds (utime + stime, plus that of their reaped children) and resident bytes, summed
     over live processes."""
     ticks = 0
@@ -64,11 +64,11 @@ def _live_usage(pids: list[int]) -> tuple[float, int]:
     return ticks / _CLK_TCK, pages * _PAGE
 
 
-def _rusage_cpu(ru: resource.struct_rusage) -> float:
+def rusage_cpu(ru: resource.struct_rusage) -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-class _Reaper:
+class Reaper:
     """Kills and reaps every descendant of the supervisor, summing their CPU time, but one: the
     template (`spared`), a child of ours that is never the run's and never killed here. Should a
     program kill it, reaping it sets `spared_exited` (its CPU time is not the run's)."""
@@ -82,7 +82,7 @@ class _Reaper:
     def _direct(self) -> list[int]:
         """Our children (zombies too), the template left out."""
         spared = self.spared
-        return [pid for pid in _children(self.me) if pid != spared]
+        return [pid for pid in child_pids(self.me) if pid != spared]
 
     def run_processes(self) -> list[int]:
         """The run's live (or not yet reaped) processes. As our PID namespace's init, every
@@ -93,7 +93,7 @@ class _Reaper:
             mine = (str(self.me), str(self.spared))
             return [int(p) for p in os.listdir("/proc") if p.isdigit() and p not in mine]
         direct = self._direct()
-        return direct + [p for c in direct for p in _descendants(c)]
+        return direct + [p for c in direct for p in descendant_pids(c)]
 
     def _reaped(
         self, pid: int, status: int, ru: resource.struct_rusage, statuses: dict[int, int]
@@ -103,7 +103,7 @@ class _Reaper:
             self.spared_exited = True
             return 0.0
         statuses[pid] = status
-        return _rusage_cpu(ru)
+        return rusage_cpu(ru)
 
     def reap_ready(self, statuses: dict[int, int]) -> float:
         """Reap whatever has exited; returns the CPU seconds of the reaped processes."""

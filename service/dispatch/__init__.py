@@ -4,7 +4,7 @@
 Its modules are imported directly where they serve: `base` (the protocol, for the service and
 queue mode), `fair` and `threads` (fair queues, for sampling, runs and queue mode's grants),
 `outcomes` (queue mode's batches resolve items as the pool does), and `local` (made by the app
-factory, `service.main`, and hosted by queue mode's worker, `service.queue.worker`)."""
+factory's state, `service.state`, and hosted by queue mode's worker, `service.queue.worker`)."""
 
 from __future__ import annotations
 

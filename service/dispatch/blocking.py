@@ -14,10 +14,10 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from reward_specs import Outcome, Registry
+from service.core.tenancy import set_tenant
 from service.dispatch.base import DispatchStats, Work
 from service.dispatch.local import LocalDispatcher
 from service.settings import Settings
-from service.tenancy import set_tenant
 
 __all__ = ["BlockingDispatcher"]
 

@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from reward_specs import Outcome, Registry, ScoreContext, codes, score_item
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
+from service.core.tenancy import tenant
 from service.dispatch.base import DispatchStats, Work, sandboxed_domains
 from service.dispatch.costs import CostModel
 from service.dispatch.environment import EnvironmentWatch, probe_digests
@@ -33,7 +34,6 @@ from service.dispatch.judges import JudgeWatch, judge_setup
 from service.dispatch.pool import WorkerPool
 from service.dispatch.threads import FairThreads
 from service.settings import Settings
-from service.tenancy import tenant
 
 __all__ = ["LocalDispatcher"]
 

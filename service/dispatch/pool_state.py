@@ -26,7 +26,7 @@ class Batch:
     outcomes: OutcomeLedger
     costs: Sequence[float] | None = None
     tenant: str = ""
-    """Whose batch (`service.tenancy`): the ledger shares the workers fairly among tenants."""
+    """Whose batch (`service.core.tenancy`): the ledger shares the workers fairly among tenants."""
     done: bool = False
     survived_crash: bool = False
     """A manager crash already retried this batch's missing items once."""

@@ -36,9 +36,9 @@ import signal
 from pathlib import Path
 
 from reward_specs import ScoreContext
+from service.core.loading import load_all_specs, load_registry
+from service.dispatch.pool_worker import keep_loaded, warm_up
 from service.dispatch.processes import WARM_ENV
-from service.dispatch.worker import keep_loaded, warm_up
-from service.loading import load_all_specs, load_registry
 
 __all__: list[str] = []
 

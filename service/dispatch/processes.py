@@ -1,4 +1,4 @@
-"""Starting and stopping the worker pool's processes (`service.dispatch.worker` runs in each).
+"""Starting and stopping the worker pool's processes (`service.dispatch.pool_worker` runs in each).
 
 Workers are forked from multiprocessing's fork server, which is started with the pinned hash
 seed and warmed for the pool's registry before it forks anyone (`service.dispatch.preload`): so
@@ -20,7 +20,7 @@ from pathlib import Path
 from reward_specs.hash_seed import pinned_hash_seed
 from reward_specs.judge.client import JudgeSetup
 from service.dispatch.pool_state import WorkerSlot
-from service.dispatch.worker import worker_main
+from service.dispatch.pool_worker import worker_main
 
 __all__ = ["WARM_ENV", "fork_server_context", "kill", "shut_down", "spawn", "start_fork_server"]
 
@@ -32,7 +32,7 @@ this module warms (`service.dispatch.preload`)."""
 def fork_server_context() -> ForkServerContext:
     """multiprocessing's fork-server context, whose server imports (and warms) what workers need."""
     mp = multiprocessing.get_context("forkserver")
-    mp.set_forkserver_preload(["service.dispatch.preload", "service.dispatch.worker"])
+    mp.set_forkserver_preload(["service.dispatch.preload", "service.dispatch.pool_worker"])
     return mp
 
 

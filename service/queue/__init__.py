@@ -2,7 +2,7 @@
 live in Redis too, so that any API replica answers for any job.
 
 `dispatcher` is the API side (the `Dispatcher`), `batch` one batch's life on it, `grants` the
-fair share of the workers' loops, `worker` the `proctor worker` command, `jobs` the job store,
+fair share of the workers' loops, `worker` the `proctor worker` command, `job_store` the job store,
 `keys`, `timings` and `transport` what all of them share (key names, timings, connecting).
 `make_queue_mode` is the one way the service makes queue mode's parts.
 """
@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reward_specs import Registry
-from service.jobs import FinishedLimits, Runner
 from service.settings import Settings
+from service.work.jobs import FinishedLimits, Runner
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from service.dispatch import Dispatcher
-    from service.queue.jobs import RedisJobStore
+    from service.queue.job_store import RedisJobStore
 
 __all__ = ["make_queue_mode"]
 
@@ -36,7 +36,7 @@ def make_queue_mode(
     job's runner from its request body, for a replica that takes a job over). A `dispatcher`
     given (a test's) stands in for the queue's."""
     from service.queue.dispatcher import QueueDispatcher  # rq, only once queue mode is picked
-    from service.queue.jobs import RedisJobStore
+    from service.queue.job_store import RedisJobStore
 
     if settings.queue_url is None:
         raise ValueError("queue mode needs settings.queue_url")

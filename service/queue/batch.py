@@ -34,9 +34,9 @@ from rq import Queue
 from rq.job import Job
 
 from reward_specs import Outcome, codes
+from service.core.logs import request_id
 from service.dispatch.base import Unavailable, Work
 from service.dispatch.outcomes import POISON_MESSAGE, OutcomeLedger
-from service.logs import request_id
 from service.queue import keys, leases, timings, transport
 from service.queue.grants import Grants
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from rq import Queue
 
 from reward_specs import Outcome, Registry, ScoreContext, codes, score_item
+from service.core.logs import request_id
+from service.core.tenancy import tenant
 from service.dispatch.base import (
     DispatchStats,
     Overloaded,
@@ -42,12 +44,10 @@ from service.dispatch.base import (
     sandboxed_domains,
 )
 from service.dispatch.judges import JudgeWatch, judge_setup
-from service.logs import request_id
 from service.queue import keys, timings, transport
 from service.queue.batch import BatchRun, Counters, chunk_size
 from service.queue.grants import Grants
 from service.settings import Settings
-from service.tenancy import tenant
 
 __all__ = ["QueueDispatcher"]
 

@@ -1,5 +1,5 @@
 """Queue mode's Redis key names, in one place: the chunks' (the API side and the workers) and the
-jobs' (`service.queue.jobs`), and the RQ job function's import path.
+jobs' (`service.queue.job_store`), and the RQ job function's import path.
 
 Keys (all under `proctor:`), besides RQ's own (`rq:queue:proctor-<domain>`, and
 `rq:queue:proctor-code@<digest>` for code, one per environment; jobs, registries):
@@ -15,7 +15,7 @@ Keys (all under `proctor:`), besides RQ's own (`rq:queue:proctor-<domain>`, and
 - `proctor:inflight`: batch -> "<items> <expiry>", the items waiting for a result (the queue
   depth `max_queue_depth` bounds), across API replicas.
 
-Jobs (`service.queue.jobs`): `proctor:job:<id>` (its hash), `proctor:job-lease:<id>`,
+Jobs (`service.queue.job_store`): `proctor:job:<id>` (its hash), `proctor:job-lease:<id>`,
 `proctor:job-body:<id>`, `proctor:jobs:running`, `proctor:jobs:finished` and
 `proctor:jobs:finished-bytes`.
 """

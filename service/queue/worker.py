@@ -36,9 +36,9 @@ from rq import Queue, SimpleWorker
 from rq.timeouts import TimerDeathPenalty
 
 from reward_specs import Item, Outcome, Registry, Spec, codes
+from service.core.loading import load_all_specs, load_registry
 from service.dispatch.base import Work, sandboxed_domains
 from service.dispatch.blocking import BlockingDispatcher
-from service.loading import load_all_specs, load_registry
 from service.queue import keys, leases, timings, transport
 from service.settings import Settings
 

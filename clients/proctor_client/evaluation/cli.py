@@ -34,8 +34,8 @@ from proctor_client.evaluation.report import (
     Verified,
     build_json,
     write_json,
-    write_markdown,
 )
+from proctor_client.evaluation.report_markdown import write_markdown
 from proctor_client.evaluation.rows import Generation, StudyError, check_consistency
 from proctor_client.evaluation.rows import read_generations as read_rows
 from proctor_client.evaluation.scoring import DEFAULT_SPEC, Result, RowScorer

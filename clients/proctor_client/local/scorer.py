@@ -17,19 +17,12 @@ from typing import Any
 
 from proctor_client.evaluation.rows import Generation
 from proctor_client.evaluation.scoring import DEFAULT_SPEC, Progress, Result, SpecSummary
-from reward_specs import (
-    Item,
-    ItemKey,
-    Outcome,
-    Spec,
-    canonical_json,
-    item_keyer,
-    reference_key,
-)
+from reward_specs import Item, Outcome, Spec, canonical_json
+from reward_specs.batch import UniqueItems
 from sandboxes import SandboxSettings
+from service.core.loading import LoadedSpecs, load_registry
 from service.dispatch.base import Work
 from service.dispatch.local import LocalDispatcher
-from service.loading import LoadedSpecs, load_registry
 from service.settings import Settings
 
 __all__ = ["DEFAULT_REGISTRY", "LocalScorer", "outcome_result"]
@@ -39,7 +32,7 @@ DEADLINE_S = 86400.0
 
 
 def outcome_result(outcome: Outcome) -> Result:
-    """An engine outcome as the service's result object (see `service.scoring.to_result`)."""
+    """An engine outcome as the service's result object (see `service.work.scoring.to_result`)."""
     return {
         "id": None,
         "status": outcome.status,
@@ -127,39 +120,14 @@ class LocalScorer:
         return self._dispatcher
 
     def score(self, rows: Sequence[Generation], progress: Progress) -> list[Result]:
-        spec = self._current_spec()
-        key_of = item_keyer(spec, self._registry)
-        unique: dict[ItemKey, list[int]] = {}
-        items: list[Item] = []
-        interned: dict[bytes, str] = {}
+        unique = UniqueItems(self._current_spec(), self._registry)
         for position, row in enumerate(rows):
-            reference_json = canonical_json(row.reference)
-            key = key_of(row, reference_json)
-            if key in unique:
-                unique[key].append(position)
-                continue
-            unique[key] = [position]
-            ref_key = interned.get(reference_json)
-            if ref_key is None:
-                ref_key = interned[reference_json] = reference_key(reference_json)
-            items.append(
-                Item(
-                    domain=row.domain,
-                    response=row.response,
-                    reference=row.reference,
-                    reference_key=ref_key,
-                    finish_reason=row.finish_reason,
-                    response_tokens=row.response_tokens,
-                    max_response_tokens=row.max_response_tokens,
-                )
-            )
-        groups = list(unique.values())
-        outcomes = self._score_items(items, lambda index: progress(len(groups[index])))
+            unique.add(position, row, row.reference, canonical_json(row.reference))
+        sizes = unique.sizes
+        outcomes = self._score_items(unique.items, lambda index: progress(sizes[index]))
         results: list[Result | None] = [None] * len(rows)
-        for positions, outcome in zip(groups, outcomes, strict=True):
-            result = outcome_result(outcome)
-            for position in positions:
-                results[position] = result
+        for position, outcome in unique.spread(outcomes):
+            results[position] = outcome_result(outcome)
         return [r for r in results if r is not None]
 
     def _score_items(self, items: Sequence[Item], done: Callable[[int], None]) -> list[Outcome]:

@@ -1,6 +1,8 @@
 """The registry-wide invariant through the service, for every registered scorer (code included,
 on the embedded default's local sandbox): each example's gold response scores 1 and the empty
-response 0, under every shipped spec."""
+response 0, under every shipped spec. An opt-in domain (judge: it needs an endpoint) is scored
+only under specs that name it; under the others its items are `invalid` (`domain_not_in_spec`).
+Its own invariant, against a scripted judge, is in tests/test_judge.py."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ SPECS = ["prorl-v1", "prorl-v1-termination", "dapo-overlong"]
 
 
 def test_every_shipped_domain_is_registered() -> None:
-    assert set(REGISTRY.domains()) == {"math", "stem", "code", "puzzle", "ifeval"}
+    assert set(REGISTRY.domains()) == {"math", "stem", "code", "puzzle", "ifeval", "judge"}
+    assert {scorer.domain for scorer in REGISTRY if scorer.opt_in} == {"judge"}
 
 
 @pytest.mark.parametrize("spec", SPECS)
@@ -26,6 +29,8 @@ def test_gold_scores_one_and_empty_scores_zero_for_every_scorer(
 ) -> None:
     items: list[dict[str, Any]] = []
     for scorer in REGISTRY:
+        if scorer.opt_in:
+            continue
         for i, example in enumerate(scorer.examples()):
             ref = dict(example.reference)
             items.append(
@@ -51,3 +56,13 @@ def test_gold_scores_one_and_empty_scores_zero_for_every_scorer(
         assert result["score"] == expected, (item["id"], result["details"])
         assert result["reward"] == expected, (item["id"], result["penalties"])
         assert result["success"] is (expected == 1.0), item["id"]
+
+
+def test_an_opt_in_domain_outside_its_spec_is_invalid(client: httpx.Client) -> None:
+    (judge,) = [scorer for scorer in REGISTRY if scorer.opt_in]
+    example = judge.examples()[0]
+    item = {"domain": "judge", "response": example.response, "reference": example.reference}
+    for spec in SPECS:
+        (result,) = score(client, [item], spec=spec)
+        assert result["status"] == "invalid", result
+        assert result["error"]["code"] == "domain_not_in_spec", result

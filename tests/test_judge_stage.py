@@ -19,6 +19,7 @@ from reward_specs.judge.domain import wanted_endpoints
 from reward_specs.math.domain import MathConfig, reference_parses
 from reward_specs.spec import Spec
 from tests.scripted_judge import ScriptedJudge, scripted_judge
+from tests.test_registry import UNJUDGED
 
 REGISTRY = default_registry()
 BUILTIN = load_specs(REGISTRY)
@@ -225,3 +226,38 @@ def test_stem_routes_by_its_reference_and_only_lowers_a_yes(
     assert "First answer:\ngreen\n\nSecond answer:\ngreen" in no_judge.prompts()[0]
     kept = score(confirm, "\\boxed{0.5}", "0.5", yes_judge, "stem")
     assert (kept.reward, kept.details["stage"]) == (1.0, "rules+judge")
+
+
+def test_the_built_in_spec_confirms_each_yes_in_both_orders() -> None:
+    spec = BUILTIN["math-with-judge-1"]
+    with scripted_judge() as judge:  # yes exactly when the two answers are the same text
+        same = score(spec, "\\boxed{\\frac{1}{2}}", PARSABLE, judge)
+        other = score(spec, "\\boxed{0.5}", PARSABLE, judge)  # the rules' yes, the judge's no
+        wrong = score(spec, "\\boxed{7}", PARSABLE, judge)
+        mc = score(spec, "Answer: A", "A", judge, "stem", choices=["red", "green"])
+    assert (same.reward, same.details["judge"]["orders"]) == (1.0, 2)
+    assert (other.reward, other.details["judge"]["verdict"]) == (0.0, "[[A!=B]]")
+    assert (wrong.reward, "judge" in wrong.details) == (0.0, False)
+    assert mc.reward == 1.0
+    assert len(judge.asked) == 6  # two orders for each rule's yes, none for the no
+
+
+def test_the_registered_examples_score_one_and_empty_zero_under_a_staged_spec(
+    yes_judge: ScriptedJudge,
+) -> None:
+    # the registry-wide invariant (tests/test_registry.py), for specs with a judge stage
+    staged = [s for s in BUILTIN.values() if s.name not in UNJUDGED]
+    assert [s.name for s in staged] == ["math-with-judge-1"]
+    judges = Judges({"judge": Endpoint(url=yes_judge.url)})
+    for spec in staged:
+        for domain in ("math", "stem"):
+            for example in REGISTRY.get(domain).examples():
+                reference = {**dict(example.reference), "question": QUESTION}
+                for response, want in ((example.response, 1.0), ("", 0.0)):
+                    got = score_item(
+                        REGISTRY,
+                        spec,
+                        Item(domain, response, reference),
+                        ScoreContext(judges=judges),
+                    )
+                    assert (got.status, got.reward) == ("ok", want), (domain, example, got)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from reward_specs import Item, Outcome, ScoreContext, default_registry, load_specs, score_item
@@ -261,3 +262,35 @@ def test_the_registered_examples_score_one_and_empty_zero_under_a_staged_spec(
                         ScoreContext(judges=judges),
                     )
                     assert (got.status, got.reward) == ("ok", want), (domain, example, got)
+
+
+def test_a_staged_spec_through_a_real_server() -> None:
+    # worker processes call the judge for math items, the judge's models enter the staged
+    # spec's hash, and an item with no judge to confirm it counts as a judge infra_error
+    from tests.helpers import running_server
+    from tests.helpers import score as post
+
+    item = {"domain": "math", "response": "\\boxed{0.5}", "reference": {"answer": "0.5"}}
+    item["reference"]["question"] = QUESTION  # type: ignore[index]
+    wrong = {**item, "response": "\\boxed{7}"}
+    with scripted_judge() as judge:
+        endpoints = {"judge": Endpoint(url=judge.url)}
+        with (
+            running_server(workers=1, judge_endpoints=endpoints) as server,
+            httpx.Client(base_url=server.url, timeout=60) as client,
+        ):
+            right, no = post(client, [item, wrong], "math-with-judge-1")
+            specs = {s["name"]: s for s in client.get("/v1/specs").json()["specs"]}
+        judge.release.set()
+    assert (right["reward"], right["details"]["stage"]) == (1.0, "rules+judge")
+    assert no["reward"] == 0.0 and len(judge.asked) == 2  # the yes, both orders
+    assert specs["math-with-judge-1"]["parameters"]["environments"]["judge"].startswith("sha256:")
+    assert "judge" not in specs["prorl-v1"]["parameters"].get("environments", {})
+    with (
+        running_server(workers=1) as server,  # no judge endpoint configured
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        (gone,) = post(client, [item], "math-with-judge-1")
+        metrics = client.get("/metrics").text
+    assert gone["status"] == "infra_error" and gone["error"]["code"] == "judge_unavailable"
+    assert 'proctor_judge_infra_errors_total{spec="math-with-judge-1"} 1.0' in metrics

@@ -49,6 +49,7 @@ __all__ = [
     "JudgeStage",
     "ask_judge",
     "judge_answer_key",
+    "judge_stages",
     "render",
     "score_judge",
     "wanted_endpoints",
@@ -207,15 +208,23 @@ def _details(
     }
 
 
+def judge_stages(spec: Spec) -> dict[str, str]:
+    """The domains of `spec` a judge model scores and the endpoint each calls: the judge
+    domain's, and each domain with a judge stage (math's, STEM's)."""
+    found: dict[str, str] = {}
+    for domain, config in spec.domains.items():
+        if isinstance(config, JudgeConfig):
+            found[domain] = config.endpoint
+        elif isinstance(stage := getattr(config, "judge", None), JudgeConfig):
+            found[domain] = stage.endpoint
+    return found
+
+
 def wanted_endpoints(specs: Mapping[str, Spec]) -> set[str]:
     """The judge endpoints the specs name (the judge domain's and the math judge stage's)."""
-    wanted = set()
+    wanted: set[str] = set()
     for spec in specs.values():
-        for config in spec.domains.values():
-            if isinstance(config, JudgeConfig):
-                wanted.add(config.endpoint)
-            elif isinstance(stage := getattr(config, "judge", None), JudgeConfig):
-                wanted.add(stage.endpoint)  # the math domain's judge stage
+        wanted.update(judge_stages(spec).values())
     return wanted
 
 

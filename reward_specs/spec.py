@@ -93,7 +93,15 @@ class Spec:
         }
 
     def _own_environments(self) -> dict[str, str]:
-        return {d: e for d, e in sorted(self.environments.items()) if d in self.domains}
+        return {d: e for d, e in sorted(self.environments.items()) if self._runs_in(d)}
+
+    def _runs_in(self, environment: str) -> bool:
+        """Whether some domain of this spec depends on `environment`: its own domain's, or the
+        judge's for a domain with a judge stage (math's `judge`)."""
+        return environment in self.domains or (
+            environment == "judge"
+            and any(getattr(c, "judge", None) is not None for c in self.domains.values())
+        )
 
     def domain_parameters(self, domain: str) -> dict[str, Any]:
         """What can change `domain`'s rewards, as plain JSON data (its part of the spec hash)."""
@@ -105,6 +113,11 @@ class Spec:
         }
         if domain in self.environments:
             part["environment"] = self.environments[domain]
+        if (
+            getattr(self.domains[domain], "judge", None) is not None
+            and "judge" in self.environments
+        ):
+            part["judge_environment"] = self.environments["judge"]  # a judge stage's models
         return part
 
     def summary(self) -> dict[str, str]:

@@ -94,11 +94,17 @@ def _handler(judge: ScriptedJudge) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+    """Connections waiting to be accepted, as a model server keeps many (the default 5 resets
+    a caller's 64th concurrent connection)."""
+
+
 @contextmanager
 def scripted_judge(script: Script = equivalence_judge) -> Iterator[ScriptedJudge]:
     judge = ScriptedJudge(script)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(judge))
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), _handler(judge))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     judge.url = f"http://127.0.0.1:{server.server_address[1]}/v1"

@@ -44,6 +44,7 @@ def _run(script: str) -> None:
         "fairness.py",
         "contamination.py",
         "eval_coverage.py",
+        "judge_throughput.py",
     ],
 )
 def test_short_benchmark_agrees_with_its_baseline(script: str) -> None:

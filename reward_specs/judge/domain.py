@@ -30,7 +30,7 @@ does not have.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -55,7 +55,10 @@ __all__ = [
     "SCORER",
     "JudgeConfig",
     "JudgeReference",
+    "JudgeStage",
+    "ask_judge",
     "judge_answer_key",
+    "judge_stages",
     "render",
     "review_prompt",
     "score_judge",
@@ -133,6 +136,28 @@ class JudgeConfig(DomainConfig):
         if 1.0 not in self.verdicts.values():
             raise ValueError("one verdict must score 1 (the judge's yes)")
         return self
+
+
+JudgeWhen = Literal["unparsed_reference", "confirm_yes"]
+
+
+class JudgeStage(JudgeConfig):
+    """A judge stage of the math domain (`[domains.math.judge]`): the judge section's fields and
+    `when` the judge is asked. The path that judges an item depends only on its reference and
+    the spec, never on the response:
+
+    - `unparsed_reference`: an item whose reference answer the rules cannot parse (math-verify
+      reads nothing of `\\boxed{answer}`) is judged by the judge alone (its reference needs a
+      `question`); every other item by the rules alone;
+    - `confirm_yes`: the rules judge every item, and a rule's yes is asked of the judge, whose no
+      (or no verdict, or rejection) lowers it to 0; a rule's no or parse failure stands, never
+      sent (NeMo-Gym's math_with_judge, except that a judge never raises a rule's no)."""
+
+    when: JudgeWhen = "unparsed_reference"
+
+    def __hash__(self) -> int:
+        # the math domain's caches key on its config, and `verdicts` is a dict
+        return hash(canonical_text(self.model_dump(mode="json")))
 
 
 class JudgeReference(ReferenceModel):
@@ -222,13 +247,24 @@ def _details(
     }
 
 
+def judge_stages(spec: Spec) -> dict[str, str]:
+    """The domains of `spec` a judge model scores and the endpoint each calls: the judge
+    domain's, and each domain with a judge stage (math's, STEM's)."""
+    found: dict[str, str] = {}
+    for domain, config in spec.domains.items():
+        if isinstance(config, JudgeConfig):
+            found[domain] = config.endpoint
+        elif isinstance(stage := getattr(config, "judge", None), JudgeConfig):
+            found[domain] = stage.endpoint
+    return found
+
+
 def wanted_endpoints(specs: Mapping[str, Spec]) -> set[str]:
-    """The judge endpoints the specs name."""
-    return {
-        config.endpoint
-        for spec in specs.values()
-        if isinstance(config := spec.domains.get("judge"), JudgeConfig)
-    }
+    """The judge endpoints the specs name (the judge domain's and the math judge stage's)."""
+    wanted: set[str] = set()
+    for spec in specs.values():
+        wanted.update(judge_stages(spec).values())
+    return wanted
 
 
 def score_judge(
@@ -239,25 +275,48 @@ def score_judge(
     answer, source = _answer(response, config)
     if answer is None:
         return Judgement.unparsed("no_answer")
+    return ask_judge(
+        reference.question,
+        reference.answer,
+        answer,
+        source,
+        config,
+        ctx,
+        reasoning=reference.reasoning,
+    )
+
+
+def ask_judge(
+    question: str,
+    reference: str,
+    answer: str,
+    source: str,
+    config: JudgeConfig,
+    ctx: ScoreContext,
+    extra: Mapping[str, Any] | None = None,
+    reasoning: str | None = None,
+) -> Judgement:
+    """The judge's verdict on `answer` (extracted already, found at `source`) against
+    `reference`: the judge domain's path after extraction, shared with the math domain's judge
+    stage. `extra`: details to report beside the judge's. With `reasoning` (a review item), the
+    spec's review template asks whether the reasoning supports the answer. Raises NotJudged."""
     if len(answer) > config.max_answer_chars:
-        return Judgement.zero("answer_too_long", answer_chars=len(answer), source=source)
+        return Judgement.zero(
+            "answer_too_long", answer_chars=len(answer), source=source, **(extra or {})
+        )
     judges: Judges | None = ctx.judges
     if judges is None or config.endpoint not in judges.endpoints:
         raise NotJudged(
             f"judge endpoint {config.endpoint!r} is not configured here", codes.JUDGE_UNAVAILABLE
         )
-    if reference.reasoning is None:
-        chats = prompts(reference.question, reference.answer, answer, config)
+    if reasoning is None:
+        chats = prompts(question, reference, answer, config)
     elif config.review_template is None:
         raise InvalidReference(
             "a review item (`reasoning` set) under a spec with no review_template"
         )
     else:
-        chats = (
-            review_prompt(
-                reference.question, reference.reasoning, answer, config.review_template, config
-            ),
-        )
+        chats = (review_prompt(question, reasoning, answer, config.review_template, config),)
     body = {
         "model": config.model,
         "max_tokens": config.max_tokens,
@@ -269,15 +328,23 @@ def score_judge(
         return Judgement.zero(
             "judge_rejected_input",
             source=source,
+            **(extra or {}),
             judge={"status": exc.status, "reply": exc.body[-REPLY_CHARS:]},
         )
     verdicts = [read_verdict(r.text, config.verdicts) for r in replies]
     if any(v is None for v in verdicts):
         return Judgement.zero(
-            "judge_no_verdict", source=source, judge=_details(replies, cached, None, len(chats))
+            "judge_no_verdict",
+            source=source,
+            judge=_details(replies, cached, None, len(chats)),
+            **(extra or {}),
         )
     marker, score = min((v for v in verdicts if v is not None), key=lambda v: v[1])
-    details = {"source": source, "judge": _details(replies, cached, marker, len(chats))}
+    details = {
+        "source": source,
+        "judge": _details(replies, cached, marker, len(chats)),
+        **(extra or {}),
+    }
     return Judgement(score=score, success=score >= 1.0, parsed=True, details=details)
 
 

@@ -39,6 +39,8 @@ from reward_specs.extract import (
     hashes_answer,
     stated_sentence,
 )
+from reward_specs.judge.domain import JudgeStage, ask_judge
+from reward_specs.judge.text import strip_special_tokens
 from reward_specs.lazy import lazy_import
 from reward_specs.math.fast import parsed_verdict, string_verdict
 from reward_specs.math.rules import (
@@ -95,7 +97,11 @@ class MathConfig(scorer.DomainConfig):
     of the final sentence), as math-verify's own extraction does. For evaluations: a policy in
     training should learn to box its answer, and the parse rate shows what that costs."""
 
-    added_later: ClassVar[frozenset[str]] = frozenset({"careful", "prose_answer"})
+    judge: JudgeStage | None = None
+    """A judge stage (`reward_specs.judge.domain.JudgeStage`): items whose reference the rules
+    cannot parse judged by a model, or a rule's yes confirmed by one. None: the rules alone."""
+
+    added_later: ClassVar[frozenset[str]] = frozenset({"careful", "prose_answer", "judge"})
 
 
 AnswerFormat = Literal["gsm8k", "math_dapo"]
@@ -141,7 +147,7 @@ def equivalent(
 
     A timeout or an error inside math-verify is the response's doing (a pathological expression):
     the answer is judged not equivalent and the reason is recorded. An unparsable gold is the
-    reference's fault and raises `InvalidReference`.
+    reference's fault and raises `scorer.InvalidReference`.
 
     Verdicts are memoised per process (a GRPO group repeats the same few final answers, and
     math-verify's own parse cache is small), except verdicts cut short by a timeout:
@@ -335,6 +341,92 @@ def score_math(
     response: str, reference: MathReference, config: MathConfig, ctx: scorer.ScoreContext
 ) -> scorer.Judgement:
     """Final answer (last `\\boxed{}`) checked for equivalence with math-verify; 0/1."""
+    stage = config.judge
+    if (
+        stage is not None
+        and stage.when == "unparsed_reference"
+        and not reference_parses(reference.answer, config)
+    ):
+        return _judge_stage(response, reference, config, stage, ctx)
+    verdict = _by_rules(response, reference, config)
+    if stage is not None and stage.when == "confirm_yes" and verdict.score >= 1.0:
+        return _confirmed(verdict, reference, stage, ctx)
+    return verdict
+
+
+def reference_parses(gold: str, config: MathConfig) -> bool:
+    """Whether math-verify reads anything of `\\boxed{gold}`: with a judge stage asked for
+    `unparsed_reference`, the one thing that routes an item to the judge."""
+    return bool(_parse_gold(gold, config.parsing_timeout_s))
+
+
+def _question(reference: MathReference) -> str:
+    question = (reference.model_extra or {}).get("question")
+    if not isinstance(question, str) or not question:
+        raise scorer.InvalidReference("the judge stage needs the reference's `question`")
+    return question
+
+
+def _judge_stage(
+    response: str,
+    reference: MathReference,
+    config: MathConfig,
+    stage: JudgeStage,
+    ctx: scorer.ScoreContext,
+) -> scorer.Judgement:
+    return judge_alone(
+        response, _question(reference), reference.answer, config.fallbacks, stage, ctx
+    )
+
+
+def _confirmed(
+    verdict: scorer.Judgement, reference: MathReference, stage: JudgeStage, ctx: scorer.ScoreContext
+) -> scorer.Judgement:
+    answer = str(verdict.details.get("extracted", ""))
+    return confirmed(verdict, answer, _question(reference), reference.answer, stage, ctx)
+
+
+def judge_alone(
+    response: str,
+    question: str,
+    gold: str,
+    fallbacks: tuple[BoxedFallback, ...],
+    stage: JudgeStage,
+    ctx: scorer.ScoreContext,
+) -> scorer.Judgement:
+    """The judge alone, for a reference the rules cannot parse (math's and STEM's judge stage):
+    the answer as the math domain extracts it (so `math_answer_key` still names all that is
+    read), its special tokens stripped."""
+    answer, source = extract_answer(response, fallbacks)
+    if answer is None:
+        return scorer.Judgement.unparsed("no_answer", stage="judge")
+    answer = strip_special_tokens(answer, stage.special_tokens)
+    return ask_judge(question, gold, answer, source, stage, ctx, {"stage": "judge"})
+
+
+def confirmed(
+    verdict: scorer.Judgement,
+    answer: str,
+    question: str,
+    gold: str,
+    stage: JudgeStage,
+    ctx: scorer.ScoreContext,
+) -> scorer.Judgement:
+    """A rule's yes (`verdict`, on `answer`) asked of the judge: the lower of the two counts, so
+    the judge can only lower it."""
+    answer = strip_special_tokens(answer, stage.special_tokens)
+    source = str(verdict.details.get("source", ""))
+    judged = ask_judge(question, gold, answer, source, stage, ctx)
+    details = {**verdict.details, "stage": "rules+judge", "judge": judged.details.get("judge")}
+    if judged.score >= verdict.score:
+        return scorer.Judgement(verdict.score, verdict.success, verdict.parsed, details)
+    reason = judged.details.get("reason")
+    if reason is not None:
+        details["reason"] = reason
+    return scorer.Judgement(judged.score, judged.score >= 1.0, True, details)
+
+
+def _by_rules(response: str, reference: MathReference, config: MathConfig) -> scorer.Judgement:
     units = question_units(reference.question) if config.careful else None
     if reference.format is not None:
         native = _FORMATS[reference.format](response)

@@ -25,13 +25,20 @@ import string
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from reward_specs import faults, scorer
 from reward_specs.caches import Cache
 from reward_specs.extract import BoxedFallback, answer_is, extract_answer, last_boxed
+from reward_specs.judge.domain import JudgeStage
 from reward_specs.lazy import lazy_import
-from reward_specs.math.domain import MathConfig, equivalent
+from reward_specs.math.domain import (
+    MathConfig,
+    confirmed,
+    equivalent,
+    judge_alone,
+    reference_parses,
+)
 from reward_specs.math.rules import Rule, gold_facts, normalise
 from reward_specs.math.verifier import boxed_latex, math_verify_errors, math_verify_utils, parse
 from reward_specs.stem import choice_letters
@@ -64,7 +71,19 @@ class StemConfig(scorer.DomainConfig):
     """Where the gold carries a unit, the answer's unit converted to it (pint) and the dimension
     required to match (`reward_specs/stem/units.py`); a unitless gold is compared as before."""
 
-    added_later: ClassVar[frozenset[str]] = frozenset({"careful", "units"})
+    judge: JudgeStage | None = None
+    """A judge stage (`reward_specs.judge.domain.JudgeStage`), as the math domain's: free-form
+    items whose reference neither a number nor math-verify reads judged by a model, or a rule's
+    yes confirmed by one. None: the rules alone. (`symbolic.judge` is refused: STEM's own
+    stage is this one.)"""
+
+    added_later: ClassVar[frozenset[str]] = frozenset({"careful", "units", "judge"})
+
+    @model_validator(mode="after")
+    def _one_stage(self) -> StemConfig:
+        if self.symbolic.judge is not None:
+            raise ValueError("set stem's judge stage as `judge`, not `symbolic.judge`")
+        return self
 
 
 class StemReference(scorer.ReferenceModel):
@@ -286,9 +305,41 @@ def score_stem(
 ) -> scorer.Judgement:
     """Multiple choice by letter or choice text; free-form numbers within a relative tolerance,
     else symbolic equivalence; 0/1."""
+    stage = config.judge
+    if (
+        stage is not None
+        and stage.when == "unparsed_reference"
+        and reference.choices is None
+        and not _reference_parses(reference, config)
+    ):
+        return judge_alone(
+            response, _question(reference), reference.answer, config.fallbacks, stage, ctx
+        )
     if reference.choices is not None:
-        return _score_choice(response, reference, config.careful)
-    return _score_free_form(response, reference, config)
+        verdict = _score_choice(response, reference, config.careful)
+    else:
+        verdict = _score_free_form(response, reference, config)
+    if stage is None or stage.when != "confirm_yes" or verdict.score < 1.0:
+        return verdict
+    answer, gold = str(verdict.details.get("extracted", "")), reference.answer
+    if reference.choices is not None:  # the judge reads the choices' texts, not letters
+        answer = reference.choices[LETTERS.index(answer)]
+        gold = reference.choices[LETTERS.index(str(verdict.details["gold"]))]
+    return confirmed(verdict, answer, _question(reference), gold, stage, ctx)
+
+
+def _reference_parses(reference: StemReference, config: StemConfig) -> bool:
+    """Whether the rules read a free-form reference: a number, or anything math-verify reads."""
+    return parse_number(reference.answer) is not None or reference_parses(
+        reference.answer, config.symbolic
+    )
+
+
+def _question(reference: StemReference) -> str:
+    question = (reference.model_extra or {}).get("question")
+    if not isinstance(question, str) or not question:
+        raise scorer.InvalidReference("the judge stage needs the reference's `question`")
+    return question
 
 
 def _examples() -> list[scorer.Example]:

@@ -24,6 +24,7 @@ import time
 from concurrent.futures import Future
 
 from reward_specs import Outcome, Registry, ScoreContext, codes, score_item
+from reward_specs.judge.domain import judge_stages
 from sandboxes import SandboxBackend, SandboxError, open_backend
 from sandboxes.checkers import open_checker_backend
 from service.core.tenancy import tenant
@@ -200,9 +201,10 @@ class LocalDispatcher:
         in_threads: list[int] = []
         threaded: dict[str, bool] = {}
         judge_changed = self._judges.changed
+        judged = judge_stages(work.spec) if judge_changed is not None else {}
         stale: list[int] = []
         for position, item in enumerate(work.items):
-            if judge_changed is not None and item.domain == "judge":
+            if item.domain in judged:  # the judge domain, or a domain with a judge stage
                 stale.append(position)  # its models are no longer those of the hash
                 continue
             in_thread = threaded.get(item.domain)

@@ -29,7 +29,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_specs import Spec
-from reward_specs.judge.domain import JudgeConfig
+from reward_specs.judge.domain import judge_stages
 from service.dispatch import DispatchStats
 from service.http.asgi import HttpMiddleware
 from service.schemas import ScoreResult
@@ -342,18 +342,19 @@ class Metrics:
     ) -> None:
         """The judge's counters for one request's results under `spec` (each scored item once:
         the results of a shared answer share one `details` object)."""
-        config = spec.domains.get("judge")
-        if not isinstance(config, JudgeConfig):
+        judged = judge_stages(spec)  # the judge domain, and math's or STEM's judge stage
+        if not judged:
             return
-        endpoint = config.endpoint
         seen: set[int] = set()
         for domain, result in zip(domains, results, strict=True):
-            if domain != "judge" or id(result.details) in seen:
+            if domain not in judged or id(result.details) in seen:
                 continue
+            endpoint = judged[domain]
             seen.add(id(result.details))
             if result.status == "infra_error":
-                self.judge_infra_errors.labels(spec=spec.name).inc()
                 code = result.error.code if result.error is not None else "unknown"
+                if domain == "judge" or code.startswith("judge_"):  # a stage's own failures
+                    self.judge_infra_errors.labels(spec=spec.name).inc()
                 if code.startswith("judge_"):
                     self.judge_failures.labels(endpoint=endpoint, code=code).inc()
                 continue

@@ -31,14 +31,9 @@ from reward_specs import faults, scorer
 from reward_specs.caches import Cache
 from reward_specs.extract import BoxedFallback, answer_is, extract_answer, last_boxed
 from reward_specs.judge.domain import JudgeStage
+from reward_specs.judge.stage import confirmed, judge_alone
 from reward_specs.lazy import lazy_import
-from reward_specs.math.domain import (
-    MathConfig,
-    confirmed,
-    equivalent,
-    judge_alone,
-    reference_parses,
-)
+from reward_specs.math.domain import MathConfig, equivalent, reference_parses
 from reward_specs.math.rules import Rule, gold_facts, normalise
 from reward_specs.math.verifier import boxed_latex, math_verify_errors, math_verify_utils, parse
 from reward_specs.stem import choice_letters

@@ -41,19 +41,23 @@ if TYPE_CHECKING:
     import service.work.scoring as scoring
     from service.state import AppState
 else:
+    # Libraries, and the code domain (all of it).
     fastapi_exceptions = lazy_import("fastapi.exceptions")
-    languages = lazy_import("reward_specs.code.languages")  # the code domain, all of it
+    languages = lazy_import("reward_specs.code.languages")
     tqdm = lazy_import("tqdm")
     uvicorn = lazy_import("uvicorn")
+    # `proctor serve`: the app and its HTTP edge.
+    app_factory = lazy_import("service.main")
     auth = lazy_import("service.http.auth")
+    header_limit = lazy_import("service.http.header_limit")
+    # The dispatchers, `proctor worker`, and the environment probes of `specs` and `score`.
     dispatch = lazy_import("service.dispatch")
     environment = lazy_import("service.dispatch.environment")
     judges = lazy_import("service.dispatch.judges")
     queue_worker = lazy_import("service.queue.worker")
+    # `proctor score`: a body read and scored in-process.
     fastjson = lazy_import("service.core.fastjson")
     ingest = lazy_import("service.work.ingest")
-    header_limit = lazy_import("service.http.header_limit")
-    app_factory = lazy_import("service.main")
     scoring = lazy_import("service.work.scoring")
 
 __all__ = ["main"]

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
-__all__ = ["Cache", "clear_all", "registered"]
+__all__ = ["BytesCache", "Cache", "clear_all", "registered"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -112,6 +112,52 @@ class Cache(Generic[K, V]):
             return value
 
         return cached
+
+
+class BytesCache(Generic[K, V]):
+    """At most `max_bytes` of entries, as `size_of(key, value)` counts them, the least recently
+    used evicted first; an entry larger than the whole is not stored. Not registered: each
+    belongs to one owner (a judge client per worker process, `judge.client.Judges`), which
+    bounds and clears it; the registry's caches are the module-level ones."""
+
+    __slots__ = ("_bytes", "_entries", "_lock", "_max", "_size_of")
+
+    def __init__(self, max_bytes: int, size_of: Callable[[K, V], int]) -> None:
+        self._max = max_bytes
+        self._size_of = size_of
+        self._bytes = 0
+        self._entries: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: K, value: V) -> None:
+        size = self._size_of(key, value)
+        if size > self._max:
+            return
+        with self._lock:
+            old = self._entries.pop(key, _ABSENT)
+            if old is not _ABSENT:
+                self._bytes -= self._size_of(key, old)
+            self._entries[key] = value
+            self._bytes += size
+            while self._bytes > self._max:
+                gone_key, gone = self._entries.popitem(last=False)
+                self._bytes -= self._size_of(gone_key, gone)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
 
 
 def registered() -> dict[str, Cache[Any, Any]]:

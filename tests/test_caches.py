@@ -12,7 +12,7 @@ import pytest
 
 import reward_specs
 from reward_specs import Item, ScoreContext, caches, default_registry, load_specs, score_item
-from reward_specs.caches import Cache
+from reward_specs.caches import BytesCache, Cache
 
 _numbers = itertools.count()
 
@@ -214,3 +214,18 @@ def test_reward_specs_caches_only_through_caches_py() -> None:
                 names = {alias.name for alias in node.names}
                 found += [f"{path.relative_to(root)}: {n}" for n in names & _OTHER_CACHES]
     assert found == []
+
+
+def test_a_bytes_cache_evicts_the_least_recently_used_by_size() -> None:
+    # The judge's reply cache: bounded in bytes (key + value here), a hit refreshes an entry.
+    cache: BytesCache[str, str] = BytesCache(10, lambda key, value: len(key) + len(value))
+    cache.put("a", "1234")  # 5 bytes
+    cache.put("b", "1234")  # 10
+    assert cache.get("a") == "1234"  # a is now the most recently used
+    cache.put("c", "12")  # 13 > 10: b goes, not a
+    assert (cache.get("a"), cache.get("b"), cache.get("c")) == ("1234", None, "12")
+    cache.put("d", "x" * 10)  # larger than the whole: never stored, nothing evicted
+    assert cache.get("d") is None and len(cache) == 2
+    cache.put("a", "1")  # replacing an entry counts its new size only
+    cache.put("e", "123456")  # 2 + 3 + 7 = 12 > 10: c (least recent) goes
+    assert (cache.get("a"), cache.get("c"), cache.get("e")) == ("1", None, "123456")

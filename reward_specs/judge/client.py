@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from reward_specs import codes
+from reward_specs.caches import BytesCache
 from reward_specs.canonical import canonical_text
 from reward_specs.judge.endpoint import DEFAULT_CACHE_BYTES, Endpoint
 from reward_specs.scorer import NotJudged
@@ -85,40 +86,9 @@ class EndpointStats:
     failures: dict[str, int] = field(default_factory=dict)
 
 
-class _Cache:
-    """Replies by key, least recently used first out, bounded in bytes."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self._max = max_bytes
-        self._bytes = 0
-        self._entries: OrderedDict[str, tuple[Reply, ...]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> tuple[Reply, ...] | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: str, replies: tuple[Reply, ...]) -> None:
-        size = sum(r.size() for r in replies) + len(key)
-        if size > self._max:
-            return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= sum(r.size() for r in old) + len(key)
-            self._entries[key] = replies
-            self._bytes += size
-            while self._bytes > self._max:
-                gone_key, gone = self._entries.popitem(last=False)
-                self._bytes -= sum(r.size() for r in gone) + len(gone_key)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+def _reply_bytes(key: str, replies: tuple[Reply, ...]) -> int:
+    """What a cache entry of `Judges` holds: its key and its replies' texts."""
+    return len(key) + sum(r.size() for r in replies)
 
 
 class Gate:
@@ -131,7 +101,7 @@ class Gate:
         self._rpm = requests_per_minute
         self._running = 0
         self._started: deque[float] = deque()
-        self._waiting: OrderedDict[str, deque[object]] = OrderedDict()
+        self._waiting: dict[str, deque[object]] = {}  # insertion order: the next tenant first
         self._ready = threading.Condition()
 
     def _free_in(self, now: float) -> float:
@@ -218,7 +188,7 @@ class Judges:
         self.endpoints = dict(endpoints)
         self.budget_s = budget_s
         self.stats = {name: EndpointStats() for name in self.endpoints}
-        self._cache = _Cache(cache_bytes)
+        self._cache: BytesCache[str, tuple[Reply, ...]] = BytesCache(cache_bytes, _reply_bytes)
         self._gates = {
             name: Gate(e.max_concurrency, e.requests_per_minute)
             for name, e in self.endpoints.items()

@@ -396,7 +396,9 @@ def _parser() -> argparse.ArgumentParser:
         "password off the command line",
     )
     worker.add_argument(
-        "--domains", default=None, help="comma-separated domains to take (default: all)"
+        "--domains",
+        default=None,
+        help="comma-separated domains to take, `run` for runs (default: every domain and run)",
     )
     worker.add_argument(
         "--workers", type=int, default=None, help="worker processes (default: cores)"

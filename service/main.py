@@ -87,9 +87,9 @@ def _lifespan(
                 await announcer
             await state.jobs.close()
             await state.limits.close()
+            await asyncio.to_thread(state.runs.close)  # before the dispatcher: its Redis client
             await state.dispatcher.stop()
             state.sampler.close()
-            await asyncio.to_thread(state.runs.close)
 
     return lifespan
 

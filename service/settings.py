@@ -40,7 +40,8 @@ class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     pool_size: int = Field(default_factory=_cpu_count, ge=1, le=256)
-    """Sandboxes of the run pool (opened by the first run), so runs executed at once."""
+    """Sandboxes of the run pool (opened by the first run), so runs executed at once: the API
+    host's, or in queue mode each worker's (one run loop per sandbox)."""
     cpu_s: float = Field(5.0, gt=0, le=600)
     """CPU seconds of the program (user + sys, all its processes), as a code item's budget."""
     wall_s: float = Field(10.0, gt=0, le=1200)

@@ -15,7 +15,7 @@ from service.http.metrics import Metrics
 from service.queue import make_queue_mode
 from service.settings import Settings
 from service.work.jobs import FinishedLimits, Jobs, JobStore, Runner
-from service.work.runs import RunPool
+from service.work.runs import RunPool, Runs
 from service.work.sampling import Sampler
 from service.work.scoring import Scoring
 
@@ -32,7 +32,7 @@ class AppState:
     limits: KeyLimits
     """Per-key requests and items in flight (`service.http.key_limits`)."""
     sampler: Sampler
-    runs: RunPool
+    runs: Runs
     """`POST /v1/run`'s pool (`service.work.runs`)."""
     scoring: Scoring
     """What scoring a batch needs (`service.work.scoring`): the dispatcher, registry and limits."""
@@ -74,7 +74,7 @@ def build_state(
         return job_runner_from(state, raw)
 
     dispatcher, jobs = _backend(settings, registry, finished, runner_for, dispatcher)
-    runs = RunPool(settings)
+    runs = _runs(settings, dispatcher)
     state = AppState(
         settings=settings,
         registry=registry,
@@ -93,6 +93,18 @@ def build_state(
         limits=make_limits(settings),
     )
     return state
+
+
+def _runs(settings: Settings, dispatcher: Dispatcher) -> Runs:
+    """Where runs go: in queue mode, to the workers (`service.queue.run_queue`); else (and for a
+    dispatcher a test stands in with) to this host's own run pool."""
+    if settings.queue_url is not None:
+        from service.queue.dispatcher import QueueDispatcher  # rq, only once queue mode is picked
+        from service.queue.run_queue import QueueRuns
+
+        if isinstance(dispatcher, QueueDispatcher):
+            return QueueRuns(settings, dispatcher.client, dispatcher.runs_view)
+    return RunPool(settings)
 
 
 def _backend(

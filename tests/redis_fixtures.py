@@ -195,13 +195,14 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
         concurrency: int = 2,
         registry: str | None = TEST_REGISTRY,
         wait: bool = True,
+        env: dict[str, str] | None = None,
     ) -> Worker:
         args = [sys.executable, "-m", "service.cli", "worker", "--queue", url]
         args += ["--workers", str(workers), "--concurrency", str(concurrency)]
         args += ["--spec-dir", str(TEST_SPECS), "--log-level", "warning"]
         if domains:
             args += ["--domains", domains]
-        env = proctor_env(registry)
+        env = {**proctor_env(registry), **(env or {})}
         log = tmp_path / f"worker-{len(started)}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(

@@ -19,9 +19,9 @@ from tests.sandbox_fixtures import unavailable
 ROOT = Path(__file__).parent.parent
 
 
-def _run(script: str) -> None:
+def _run(script: str, *args: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--short"],
+        [sys.executable, str(ROOT / "benchmarks" / script), "--short", *args],
         cwd=ROOT,
         env={**os.environ, "PROCTOR_SHORT": "1"},
         capture_output=True,
@@ -75,6 +75,15 @@ def test_short_compat_benchmark_agrees_with_score(local_backend: object) -> None
     # verl's own SandboxFusion scoring through /compat/sandbox-fusion/run_code and /v1/score give
     # every response the same score (local sandboxes; verl's venv, which tests/run builds)
     _run("compat_throughput.py")
+
+
+@pytest.mark.redis
+def test_short_compat_benchmark_in_queue_mode(local_backend: object) -> None:
+    # the same, with the runs and the batch on a `proctor worker` through Redis
+    from tests.redis_fixtures import redis_binary
+
+    redis_binary()  # skipped without one, failed in CI
+    _run("compat_throughput.py", "--queue")
 
 
 @pytest.mark.redis

@@ -1,6 +1,6 @@
-"""The run pool's scheduling and where it runs: runs share the pool fairly between API keys (a
-flood from one key does not queue another key's run behind it), and in queue mode a run is
-served by the API host's own run pool, with or without workers of the domains."""
+"""The run pool's scheduling: runs share the pool fairly between API keys (a flood from one key
+does not queue another key's run behind it). Queue mode's runs, on the workers, are
+tests/test_queue_runs.py's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 from service.settings import RunSettings, SettingsError, load_settings
 from tests.helpers import Server, poll
-from tests.redis_fixtures import TEST_REGISTRY, RedisServer, Worker
 from tests.sandbox_fixtures import sandbox_settings
 
 FLOOD_KEY = "proctor-run-flood-key-01"
@@ -56,27 +55,6 @@ def test_one_key_s_flood_does_not_queue_another_key_s_run_behind_it(
     # First come, first served would finish it last (index 4); round-robin across keys takes
     # it right after the flood's next run.
     assert finished.index("other") <= 2, finished
-
-
-@pytest.mark.redis
-def test_queue_mode_runs_in_the_api_host_s_run_pool(
-    make_server: Callable[..., Server],
-    redis_server: RedisServer,
-    start_worker: Callable[..., Worker],
-    request: pytest.FixtureRequest,
-) -> None:
-    request.getfixturevalue("local_backend")
-    start_worker(redis_server.url)  # the API host is ready once a worker is alive
-    server = make_server(
-        queue_url=redis_server.url,
-        registry=TEST_REGISTRY,
-        workers=1,
-        api_keys=(OTHER_KEY,),
-        sandbox=sandbox_settings("local", pool_size=1),
-        run=RunSettings(pool_size=1),
-    )
-    result = _run(server.url, OTHER_KEY, "import sys\nprint(sys.version_info[0])")
-    assert (result["status"], result["stdout"]) == ("ok", "3\n"), result
 
 
 def test_the_run_settings_refuse_a_backstop_below_the_budget() -> None:

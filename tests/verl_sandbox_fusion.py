@@ -30,8 +30,9 @@ def main() -> None:
                 language=case["language"],
             )  # fmt: skip
             print(json.dumps({"results": results, "statuses": [m["status"] for m in metadata]}))
-    # SandboxFusionTool.execute_code (verl/tools/sandbox_fusion_tools.py, which the 0.9.1 wheel
-    # does not ship: it needs ray), line for line: the reply is stdout + stderr of a finished run.
+    # SandboxFusionTool.execute_code (verl/tools/sandbox_fusion_tools.py of earlier releases;
+    # 0.9.1 has no such file, in its wheel or its sdist), line for line: the reply is stdout +
+    # stderr of a finished run, from the same `_process_single_case` 0.9.1 still ships.
     status, metadata = _process_single_case(
         0, None, None, url, "import sys\nprint('out')\nprint('err', file=sys.stderr)", 30, 1024,
         "python",

@@ -2,7 +2,8 @@
 live in Redis too, so that any API replica answers for any job.
 
 `dispatcher` is the API side (the `Dispatcher`), `batch` one batch's life on it, `grants` the
-fair share of the workers' loops, `worker` the `proctor worker` command, `job_store` the job store,
+fair share of the workers' loops, `run_queue` the runs (`POST /v1/run`, the compatibility
+routes) sent to the workers, `worker` the `proctor worker` command, `job_store` the job store,
 `keys`, `timings` and `transport` what all of them share (key names, timings, connecting).
 `make_queue_mode` is the one way the service makes queue mode's parts.
 """

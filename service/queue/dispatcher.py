@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from rq import Queue
 
 from reward_specs import Outcome, Registry, ScoreContext, codes, score_item
+from sandboxes import SandboxStats
 from service.core.logs import request_id
 from service.core.tenancy import tenant
 from service.dispatch.base import (
@@ -47,6 +48,7 @@ from service.dispatch.judges import JudgeWatch, judge_setup
 from service.queue import keys, timings, transport
 from service.queue.batch import BatchRun, Counters, chunk_size
 from service.queue.grants import Grants
+from service.queue.run_queue import RunsView
 from service.settings import Settings
 
 __all__ = ["QueueDispatcher"]
@@ -111,6 +113,16 @@ class _QueueView:
 
     def total(self, count: str) -> int:
         return sum(getattr(report, count) for report in self.workers.values())
+
+    def runs(self) -> RunsView:
+        """The live workers' run loops and run pools, summed."""
+        serving = [r for r in self.workers.values() if r.run_loops]
+        loops = sum(r.run_loops for r in serving)
+        counts = [r.run_sandboxes for r in serving]
+        live, idle, started, retired = (sum(c[i] for c in counts) for i in range(4))
+        return RunsView(
+            self.reachable, loops, len(serving), SandboxStats(loops, live, idle, started, retired)
+        )
 
 
 class QueueDispatcher:
@@ -315,6 +327,10 @@ class QueueDispatcher:
                 self._batches.discard(batch)
             outcomes.update(zip(queued, scored, strict=True))
         return [outcomes[position] for position in range(len(work.items))]
+
+    def runs_view(self) -> RunsView:
+        """What the last snapshot says of the workers serving runs (`service.queue.run_queue`)."""
+        return self._view.runs()
 
     def _view_alive(self, domain: str) -> int:
         return self._view.alive(domain)

@@ -12,6 +12,8 @@ Keys (all under `proctor:`), besides RQ's own (`rq:queue:proctor-<domain>`, and
 - `proctor:lease:<job>`: held while that worker scores the chunk (expires `LEASE_TTL_S` after its
   last refresh): a claim without a lease is a chunk whose worker is gone;
 - `proctor:results:<batch>`: the list a batch's outcomes are pushed on, one entry per chunk;
+- `proctor:run-results:<api>`: the list an API process's runs' answers are pushed on (runs go on
+  RQ's `rq:queue:proctor-run`; their claims and leases are named by their job ids, as chunks');
 - `proctor:inflight`: batch -> "<items> <expiry>", the items waiting for a result (the queue
   depth `max_queue_depth` bounds), across API replicas.
 
@@ -29,6 +31,8 @@ __all__ = [
     "JOB_FUNCTION",
     "JOB_PREFIX",
     "RUNNING_JOBS_KEY",
+    "RUN_FUNCTION",
+    "RUN_QUEUE",
     "WORKERS_KEY",
     "alive_key",
     "claim_key",
@@ -38,10 +42,15 @@ __all__ = [
     "lease_key",
     "queue_name",
     "results_key",
+    "run_results_key",
 ]
 
 JOB_FUNCTION = "service.queue.worker.score_chunk"
 """What RQ imports to run a chunk's job: API side and workers must agree on it."""
+RUN_FUNCTION = "service.queue.worker.run_program"
+"""What RQ imports to run a run's job (`service.queue.run_queue`)."""
+RUN_QUEUE = "proctor-run"
+"""The RQ queue of runs (`POST /v1/run`, the compatibility routes' programs)."""
 
 INFLIGHT_KEY = "proctor:inflight"
 WORKERS_KEY = "proctor:workers"
@@ -78,6 +87,11 @@ def lease_key(job_id: str) -> str:
 
 def results_key(batch_id: str) -> str:
     return _key("results", batch_id)
+
+
+def run_results_key(api: str) -> str:
+    """The list the workers push an API process's runs' answers on."""
+    return _key("run-results", api)
 
 
 def job_key(job_id: str) -> str:

@@ -15,6 +15,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from sandboxes import SandboxStats
 from service.dispatch.base import DispatchStats
 from service.queue.timings import SOCKET_TIMEOUT_S
 
@@ -44,6 +45,11 @@ class WorkerReport:
     environments: tuple[tuple[str, str], ...] = ()
     """(domain, environment digest) of its sandboxed domains: it takes their chunks from the
     queues of those digests only (`queue_name`)."""
+    run_loops: int = 0
+    """RQ loops taking runs (`service.queue.run_queue`), one per sandbox of its run pool; 0: it
+    serves no runs."""
+    run_sandboxes: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Its run pool's sandboxes: live, idle, started, retired (`SandboxStats`)."""
 
     def environment(self, domain: str) -> str | None:
         return dict(self.environments).get(domain)
@@ -55,7 +61,11 @@ class WorkerReport:
         stats: DispatchStats,
         loops: int = 0,
         environments: dict[str, str] | None = None,
+        runs: tuple[int, SandboxStats] | None = None,
     ) -> WorkerReport:
+        """The report of a worker: its pool's `stats`, its chunk `loops`, and with `runs` its
+        run loops and run pool's stats."""
+        run_loops, run_stats = runs if runs is not None else (0, SandboxStats(0, 0, 0, 0, 0))
         return cls(
             domains,
             stats.workers,
@@ -67,6 +77,8 @@ class WorkerReport:
             int(stats.extras.get("sandbox_replacements", 0)),
             loops,
             tuple(sorted((environments or {}).items())),
+            run_loops,
+            (run_stats.live, run_stats.idle, run_stats.started, run_stats.retired),
         )
 
     def encode(self) -> str:
@@ -79,11 +91,13 @@ class WorkerReport:
             value = json.loads(raw)
             counts = {k: int(value.get(k, 0)) for k in ("processes", "ready_processes",
                       "restarts", "timeouts", "poison_items", "sandboxes",
-                      "sandbox_replacements", "loops")}  # fmt: skip
+                      "sandbox_replacements", "loops", "run_loops")}  # fmt: skip
             environments = tuple(sorted((str(d), str(e)) for d, e in
                                         value.get("environments", ())))  # fmt: skip
+            live, idle, started, retired = (int(n) for n in value.get("run_sandboxes", (0,) * 4))
             return cls(tuple(str(d) for d in value["domains"]), **counts,
-                       environments=environments)  # fmt: skip
+                       environments=environments,
+                       run_sandboxes=(live, idle, started, retired))  # fmt: skip
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 

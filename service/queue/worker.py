@@ -16,6 +16,11 @@ alive (and which domains it serves, and its sandbox's environment digest) only w
 ready; it takes code chunks from its digest's queue only, so an API sends them only to workers
 that score them in the environment its code hash names. It survives Redis restarts: RQ's loops
 reconnect (one that gives up is started again), and so do the lease and liveness beats.
+
+A worker whose `--domains` name `run` (all do by default) also runs programs: `POST /v1/run`'s
+and the compatibility routes' (`service.queue.run_queue`), each one RQ job on the `proctor-run`
+queue, on `run.pool_size` loops of their own and the sandboxes of a `RunSandbox`, claimed and
+leased as chunks are.
 """
 
 from __future__ import annotations
@@ -36,13 +41,16 @@ from rq import Queue, SimpleWorker
 from rq.timeouts import TimerDeathPenalty
 
 from reward_specs import Item, Outcome, Registry, Spec, codes
+from sandboxes import RunRequest, SandboxStats
 from service.core.loading import load_all_specs, load_registry
 from service.dispatch.base import Work, sandboxed_domains
 from service.dispatch.blocking import BlockingDispatcher
 from service.queue import keys, leases, timings, transport
+from service.queue.run_queue import RUNS, Answer
 from service.settings import Settings
+from service.work.runs import RunSandbox
 
-__all__ = ["WorkerHost", "run_worker", "score_chunk"]
+__all__ = ["WorkerHost", "run_program", "run_worker", "score_chunk"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +89,30 @@ def score_chunk(
         leases.CHUNK.release(pipe, job_id)
         pipe.execute()
     return len(tasks)
+
+
+def run_program(
+    results_key: str, run_id: str, job_id: str, request: RunRequest, deadline: float
+) -> int:
+    """RQ's job function for a run (`keys.RUN_FUNCTION`): run `request` in the host's run pool
+    and push (run_id, the sandbox's result or failure) on `results_key`, the list of the API
+    process that waits for it. Claimed, and leased while it runs, as a chunk is."""
+    host = _host
+    if host is None or host.runs is None:
+        raise RuntimeError("run_program runs inside a `proctor worker` that serves runs only")
+    client = host.client
+    remaining = deadline - transport.server_time(client)
+    if remaining <= 0:
+        return 0  # the API side has answered this run already
+    keep = _ms(remaining + timings.KEEP_S)
+    with host.leasing(job_id, keep):
+        answer: Answer = host.runs.run(request)
+    with client.pipeline() as pipe:  # one transaction: the answer first, then the lease
+        pipe.rpush(results_key, pickle.dumps((run_id, answer)))
+        pipe.pexpire(results_key, keep)
+        leases.CHUNK.release(pipe, job_id)
+        pipe.execute()
+    return 1
 
 
 class ChunkWorker(SimpleWorker):
@@ -131,10 +163,13 @@ class WorkerHost:
         registry = load_registry(settings.registry)
         self.specs: dict[str, Spec] = load_all_specs(registry, settings.spec_dirs)
         known = [s.domain for s in registry]
-        chosen = list(domains if domains else known)
-        unknown = sorted(set(chosen) - set(known))
+        chosen = list(domains if domains else [*known, RUNS])
+        unknown = sorted(set(chosen) - {*known, RUNS})
         if unknown:
-            raise ValueError(f"unknown domains {unknown}; this registry has {known}")
+            raise ValueError(f"unknown domains {unknown}; this registry has {known} (and {RUNS})")
+        self.runs = RunSandbox(settings) if RUNS in chosen else None
+        """The run pool, when the worker serves runs (`run` among its domains)."""
+        chosen = [d for d in chosen if d != RUNS]
         self.domains = chosen
         self.registry = Registry([s for s in registry if s.domain in chosen])
         self._full_registry = registry
@@ -158,6 +193,8 @@ class WorkerHost:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self.runs is not None:
+            self.runs.close()
         try:
             with self.client.pipeline() as pipe:
                 pipe.delete(keys.alive_key(self.name))
@@ -170,7 +207,8 @@ class WorkerHost:
     def ready(self) -> bool:
         """Whether the pool (and the sandbox, for code) can score: only then does the worker
         say it is alive, and take chunks."""
-        return all(self.dispatcher.readiness().values())
+        runs_ready = self.runs is None or self.runs.ready()
+        return runs_ready and all(self.dispatcher.readiness().values())
 
     def _beat(self) -> None:
         """Refresh the leases of the chunks held, and say this worker is alive while it is
@@ -188,9 +226,12 @@ class WorkerHost:
                         key = keys.alive_key(self.name)
                         if ready:
                             stats = self.dispatcher.stats()
-                            loops = self.settings.worker_concurrency
                             report = transport.WorkerReport.of(
-                                tuple(self.domains), stats, loops, self.environments
+                                tuple(self.domains),
+                                stats,
+                                self.settings.worker_concurrency,
+                                self.environments,
+                                self.run_report(),
                             )
                             pipe.set(key, report.encode(), px=_ms(timings.ALIVE_TTL_S))
                             pipe.sadd(keys.WORKERS_KEY, self.name)
@@ -202,6 +243,12 @@ class WorkerHost:
                 log.warning("the queue is unreachable (%s); retrying", exc)
             except Exception:  # a bug of ours: were this thread gone, every lease would lapse
                 log.exception("the worker's beat failed; it goes on")
+
+    def run_report(self) -> tuple[int, SandboxStats] | None:
+        """(run loops, run pool stats) for its report; None when it serves no runs."""
+        if self.runs is None:
+            return None
+        return self.settings.run.pool_size, self.runs.stats()
 
     @contextlib.contextmanager
     def leasing(self, job_id: str, keep_ms: int) -> Iterator[None]:
@@ -246,18 +293,20 @@ def _ms(seconds: float) -> int:
 
 
 def run_worker(settings: Settings, domains: Sequence[str] | None = None) -> int:
-    """Serve until SIGTERM or SIGINT: warm up, then run `worker_concurrency` RQ loops, starting
-    again any that ends while the worker is not stopping (Redis was down, most often)."""
+    """Serve until SIGTERM or SIGINT: warm up, then run `worker_concurrency` RQ loops taking
+    chunks (and `run.pool_size` taking runs, if it serves them), starting again any that ends
+    while the worker is not stopping (Redis was down, most often)."""
     global _host
     host = WorkerHost(settings, domains)
     host.start()
     _host = host
-    loops = _Loops(host, settings.worker_concurrency)
+    loops = _Loops(host, settings.worker_concurrency, settings.run.pool_size)
     signal.signal(signal.SIGTERM, loops.request_stop)
     signal.signal(signal.SIGINT, loops.request_stop)
     url = transport.redacted(settings.queue_url or "")
     log.info(
-        "worker %s serving %s on %s%s", host.name, host.domains, url,
+        "worker %s serving %s%s on %s%s", host.name, host.domains,
+        f" and runs ({settings.run.pool_size} at once)" if host.runs is not None else "", url,
         "".join(f", {d} environment {e}" for d, e in sorted(host.environments.items())),
     )  # fmt: skip
     try:
@@ -269,24 +318,27 @@ def run_worker(settings: Settings, domains: Sequence[str] | None = None) -> int:
 
 
 class _Loops:
-    """The host's RQ loops, one thread each; the main thread starts them and restarts any that
-    ends."""
+    """The host's RQ loops, one thread each: `n` taking chunks of its domains, `runs` taking runs
+    (if it serves them); the main thread starts them and restarts any that ends."""
 
-    def __init__(self, host: WorkerHost, n: int) -> None:
+    def __init__(self, host: WorkerHost, n: int, runs: int) -> None:
         self.host = host
         # A sandboxed domain's chunks are routed by its environment; the judge's environment
         # (its endpoints' models) is in the hash but routes nothing: its queue is the plain one.
         sandboxed = set(sandboxed_domains(host.registry))
-        self.queues = [
+        chunks = [
             Queue(
                 keys.queue_name(d, host.environments.get(d) if d in sandboxed else None),
                 connection=host.client,
             )
             for d in host.domains
         ]
+        self.slots: list[list[Queue]] = [chunks] * n if chunks else []
+        if host.runs is not None:
+            self.slots += [[Queue(keys.RUN_QUEUE, connection=host.client)]] * runs
         self.stop = threading.Event()
-        self.workers: list[ChunkWorker | None] = [None] * n
-        self.threads: list[threading.Thread | None] = [None] * n
+        self.workers: list[ChunkWorker | None] = [None] * len(self.slots)
+        self.threads: list[threading.Thread | None] = [None] * len(self.slots)
         self._generation = 0
 
     def request_stop(self, signum: int, frame: FrameType | None) -> None:
@@ -320,7 +372,10 @@ class _Loops:
     def _work(self, slot: int, name: str) -> None:
         try:  # RQ talks to Redis from its constructor on: all of it may fail
             worker = ChunkWorker(
-                self.queues, connection=self.host.client, name=name, worker_ttl=_RQ_WORKER_TTL_S
+                self.slots[slot],
+                connection=self.host.client,
+                name=name,
+                worker_ttl=_RQ_WORKER_TTL_S,
             )
             self.workers[slot] = worker
             if not self.stop.is_set():

@@ -11,6 +11,9 @@ another key's run behind it.
 
 Programs are built and run as code items are (`reward_specs.code.languages`), Python as
 `python3 main.py` (its directory on `sys.path`, so `files` can be imported).
+
+`Runs` is what the routes call: `RunPool` here (the embedded default), or queue mode's
+`service.queue.run_queue.QueueRuns`, which sends each run to a worker's `RunSandbox`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from reward_specs import codes
 from reward_specs.code.extract import Language
@@ -44,15 +47,20 @@ from service.dispatch.threads import FairThreads
 from service.settings import Settings
 
 __all__ = [
+    "LOST_TWICE",
     "RunBounds",
     "RunOutcome",
     "RunPool",
     "RunPoolStats",
+    "RunSandbox",
     "RunStatus",
+    "Runs",
+    "lost_twice",
     "outcome_of",
     "run_request",
     "run_sandbox_settings",
     "source_file",
+    "tally",
 ]
 
 RunStatus = Literal[
@@ -195,6 +203,78 @@ def outcome_of(result: RunResult) -> RunOutcome:
     )
 
 
+LOST_TWICE = (
+    b"proctor: this program was running when its worker was lost, twice; it is not run again"
+)
+"""The stderr of a run lost with its worker twice (queue mode), which is not run a third time."""
+
+
+def lost_twice() -> RunResult:
+    """The answer of a run lost with its worker twice: a failed run (as an item that kills two
+    workers is judged 0), never an error of ours a client would retry into more workers."""
+    return RunResult([ExecutionResult("runtime_error", stderr=LOST_TWICE)])
+
+
+class RunSandbox:
+    """The sandboxes runs execute in (`run_sandbox_settings`), opened by the first run: the
+    API host's in the embedded default, each worker's in queue mode."""
+
+    def __init__(self, settings: Settings) -> None:
+        own = run_sandbox_settings(settings.sandbox, settings.run.pool_size)
+        self._backend = LazyBackend(own.backend, lambda: open_backend(own))
+
+    def run(self, request: RunRequest) -> RunResult | RunOutcome:
+        """The sandbox's result (blocking), or the `infra_error` outcome of its failure."""
+        try:
+            return self._backend.run(request)
+        except SandboxUnavailable as exc:  # no run pool on this host
+            code = codes.SANDBOX_UNAVAILABLE
+            return RunOutcome("infra_error", error_code=code, error_message=str(exc))
+        except SandboxError as exc:
+            return RunOutcome("infra_error", error_code=codes.SANDBOX_ERROR, error_message=str(exc))
+
+    def ready(self) -> bool:
+        """Not yet opened (the first run opens it), or its sandboxes are up."""
+        return self._backend.ready()
+
+    def stats(self) -> SandboxStats:
+        return self._backend.stats()
+
+    def close(self) -> None:
+        self._backend.close()
+
+
+def tally(answered: dict[str, int], outcome: _Answer) -> _Answer:
+    """Count a run answered in `answered` (`RunPoolStats.answered`): by its status, or
+    `finished` for a result read by another route's `read` (the sandbox answered; the route's
+    body says how it ended)."""
+    status = outcome.status if isinstance(outcome, RunOutcome) else "finished"
+    answered[status] = answered.get(status, 0) + 1
+    return outcome
+
+
+class Runs(Protocol):
+    """What `POST /v1/run` and the compatibility routes run programs with."""
+
+    async def run(self, request: RunRequest) -> RunOutcome:
+        """Run `request` in the caller's tenant's fair turn: its outcome, or `infra_error`."""
+
+    async def execute(
+        self,
+        request: RunRequest,
+        read: Callable[[RunResult], T],
+        start_within_s: float | None = None,
+    ) -> T | RunOutcome:
+        """`run`, with the sandbox's result read by `read`; with `start_within_s`, a run that
+        no sandbox took within that time never starts (`deadline_exceeded`)."""
+
+    def ready(self) -> bool: ...
+
+    def stats(self) -> RunPoolStats: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunPoolStats:
     """The run pool at a scrape (`/metrics`): its sandboxes (all 0 before the first run opens
@@ -217,19 +297,13 @@ class RunPool:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        own = run_sandbox_settings(settings.sandbox, settings.run.pool_size)
-        self._backend = LazyBackend(own.backend, lambda: open_backend(own))
+        self._sandbox = RunSandbox(settings)
         self._threads: FairThreads | None = None
         self._answered: dict[str, int] = {}
 
     def _sandbox_run(self, request: RunRequest, read: Callable[[RunResult], T]) -> T | RunOutcome:
-        try:
-            return read(self._backend.run(request))
-        except SandboxUnavailable as exc:  # no run pool on this host
-            code = codes.SANDBOX_UNAVAILABLE
-            return RunOutcome("infra_error", error_code=code, error_message=str(exc))
-        except SandboxError as exc:
-            return RunOutcome("infra_error", error_code=codes.SANDBOX_ERROR, error_message=str(exc))
+        result = self._sandbox.run(request)
+        return result if isinstance(result, RunOutcome) else read(result)
 
     async def run(self, request: RunRequest) -> RunOutcome:
         """Run `request` in the caller's tenant's fair turn; past the request deadline it is
@@ -274,11 +348,7 @@ class RunPool:
         return self._count(outcome)
 
     def _count(self, outcome: _Answer) -> _Answer:
-        """Count a run answered (`stats`): by its status, or `finished` for a result read by
-        another route's `read` (the sandbox answered; the route's body says how it ended)."""
-        status = outcome.status if isinstance(outcome, RunOutcome) else "finished"
-        self._answered[status] = self._answered.get(status, 0) + 1
-        return outcome
+        return tally(self._answered, outcome)
 
     def pending(self) -> int:
         """Runs waiting for a sandbox of the pool."""
@@ -286,13 +356,13 @@ class RunPool:
 
     def ready(self) -> bool:
         """For `/readyz`: not yet opened (the first run opens it), or its sandboxes are up."""
-        return self._backend.ready()
+        return self._sandbox.ready()
 
     def stats(self) -> RunPoolStats:
-        return RunPoolStats(self._backend.stats(), self.pending(), dict(self._answered))
+        return RunPoolStats(self._sandbox.stats(), self.pending(), dict(self._answered))
 
     def close(self) -> None:
         """Stop the threads and the sandboxes (blocking)."""
         if self._threads is not None:
             self._threads.shutdown()
-        self._backend.close()
+        self._sandbox.close()

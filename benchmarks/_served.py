@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-__all__ = ["proctor_server", "timed_score"]
+__all__ = ["proctor_server", "queue_backend", "timed_score"]
 
 
 def _free_port() -> int:
@@ -50,6 +50,34 @@ def proctor_server(env: Mapping[str, str] | None = None, ready_s: float = 180) -
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+@contextmanager
+def queue_backend(workers: int = 1, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """A `redis-server` (no persistence) on a free loopback port and `workers` `proctor worker`s
+    on it, with `env` added to ours; yields its URL (the API's `PROCTOR_QUEUE_URL`), stops all."""
+    port = _free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    started = [
+        subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
+    ]  # fmt: skip
+    try:
+        command = [sys.executable, "-m", "service.cli", "worker", "--queue", url]
+        for _ in range(workers):
+            started.append(
+                subprocess.Popen(
+                    [*command, "--log-level", "warning"], env={**os.environ, **(env or {})}
+                )
+            )
+        yield url  # the API's /readyz waits for a live worker
+    finally:
+        for process in reversed(started):
+            process.terminate()
+            process.wait(timeout=60)
 
 
 def timed_score(

@@ -10,12 +10,17 @@ through `/v1/score` in one batch, on one server in the same run.
 (c) The compat route's per-request overhead: one trivial program, `--overhead-runs` times in
     sequence, through `run_code` and through `/v1/run`; p50 of each and their difference.
 
+With `--queue`, the server is in queue mode with one `proctor worker` (and `redis-server`): runs
+and scoring both go to the worker (docs/api.md, `POST /v1/run`), so (c) is the cost of a run's
+trip through Redis to a worker's run pool.
+
 Prints both throughputs (responses/s) and the ratio (b)/(a). Exits non-zero when a response's
 score differs between (a) and (b) (the programs print exactly the expected text, so
 SandboxFusion's comparison and the spec's agree), or when any case of (a) was not judged.
 
     python benchmarks/compat_throughput.py [--responses 256] [--cases 10] [--threads 8]
     python benchmarks/compat_throughput.py --short   # or PROCTOR_SHORT=1: 16 responses x 3 cases
+    python benchmarks/compat_throughput.py --queue   # queue mode, one worker
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +41,7 @@ import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._served import proctor_server, timed_score
+from benchmarks._served import proctor_server, queue_backend, timed_score
 
 VERL_PYTHON = Path(os.environ.get("PROCTOR_VERL_PYTHON", "/opt/proctor-verl/bin/python"))
 
@@ -123,6 +130,20 @@ def overhead(url: str, runs: int) -> tuple[float, float]:
     return statistics.median(compat) * 1000, statistics.median(direct) * 1000
 
 
+@contextmanager
+def served(env: dict[str, str], queue: bool) -> Iterator[str]:
+    """The server's URL: embedded, or in queue mode with one worker."""
+    if not queue:
+        with proctor_server(env) as url:
+            yield url
+        return
+    with (
+        queue_backend(1, env) as redis_url,
+        proctor_server({**env, "PROCTOR_QUEUE_URL": redis_url}) as url,
+    ):
+        yield url
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--responses", type=int, default=256)
@@ -130,6 +151,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--overhead-runs", type=int, default=200)
     parser.add_argument("--backend", default="local", choices=["local", "docker"])
+    parser.add_argument("--queue", action="store_true", help="queue mode, one worker")
     parser.add_argument("--short", action="store_true")
     args = parser.parse_args()
     if args.short or os.environ.get("PROCTOR_SHORT") == "1":
@@ -141,9 +163,10 @@ def main() -> None:
     env = {"PROCTOR_SANDBOX__BACKEND": args.backend}
     print(
         f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores, "
-        f"{args.responses} responses x {args.cases} cases, backend {args.backend}"
+        f"{args.responses} responses x {args.cases} cases, backend {args.backend}, "
+        f"{'queue mode, one worker' if args.queue else 'embedded'}"
     )
-    with proctor_server(env) as url:
+    with served(env, args.queue) as url:
         warm = programs(4, "warm-up")  # both pools warm before either is timed
         run_score(url, warm, tests)
         run_verl(url, warm, tests, args.threads)

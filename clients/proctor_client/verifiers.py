@@ -18,8 +18,10 @@ output tokens and `max_tokens`, so termination penalties apply as the spec says.
 event loop that arrive together go to Proctor as one request.
 
 A sample Proctor did not judge is sent again `infra_retries` times, then the reward raises
-`UnjudgedSample`: verifiers records the scoring error on the trace and leaves its rewards
-unset (`None`), never a 0.
+`UnjudgedSample`: verifiers fails the rollout (`trace.ok` false, the scoring error in
+`trace.errors`) and leaves the `proctor` reward unset (`None`), never a 0. verifiers'
+`trace.reward` sums only the rewards that are set, so it reads 0 on such a trace: read it where
+`trace.ok` holds, as verifiers' own summaries do.
 """
 
 from __future__ import annotations

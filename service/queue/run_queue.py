@@ -95,6 +95,9 @@ class _Ticket:
     lapses: int = 0
     unclaimed_since: float | None = None
     orphan_since: float | None = None
+    settled: bool = False
+    """Answered (set on the thread that answers it, before its future is, on the loop): the
+    collector must not take a run it has just answered for a lost one."""
 
     def __post_init__(self) -> None:
         self.answer = self.loop.create_future()
@@ -108,6 +111,7 @@ class _Ticket:
 
     def settle(self, answer: Answer) -> None:
         """Answer the run (any thread); the first answer wins."""
+        self.settled = True
         self.loop.call_soon_threadsafe(_set_once, self.answer, answer)
 
 
@@ -279,7 +283,7 @@ class QueueRuns:
 
     def _check(self) -> None:
         with self._lock:
-            tickets = [t for t in self._tickets.values() if not t.answer.done()]
+            tickets = [t for t in self._tickets.values() if not t.settled]
         self._check_orphans(tickets)
         enqueued = [t for t in tickets if t.job_id]
         if not enqueued:
@@ -312,7 +316,7 @@ class QueueRuns:
         """`ticket`'s job was lost (its worker with it, with `strike`): run it again, or answer
         it once it was lost with its worker twice. An answer already pushed wins."""
         self._drain()
-        if ticket.answer.done():
+        if ticket.settled:
             return
         ticket.lapses += strike
         log.warning("run %s was lost (%d time(s) with its worker)", ticket.job_id, ticket.lapses)

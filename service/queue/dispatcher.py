@@ -119,9 +119,9 @@ class _QueueView:
         serving = [r for r in self.workers.values() if r.run_loops]
         loops = sum(r.run_loops for r in serving)
         counts = [r.run_sandboxes for r in serving]
-        live, idle, started, retired = (sum(c[i] for c in counts) for i in range(4))
+        size, live, idle, started, retired = (sum(c[i] for c in counts) for i in range(5))
         return RunsView(
-            self.reachable, loops, len(serving), SandboxStats(loops, live, idle, started, retired)
+            self.reachable, loops, len(serving), SandboxStats(size, live, idle, started, retired)
         )
 
 

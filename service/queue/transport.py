@@ -48,8 +48,8 @@ class WorkerReport:
     run_loops: int = 0
     """RQ loops taking runs (`service.queue.run_queue`), one per sandbox of its run pool; 0: it
     serves no runs."""
-    run_sandboxes: tuple[int, int, int, int] = (0, 0, 0, 0)
-    """Its run pool's sandboxes: live, idle, started, retired (`SandboxStats`)."""
+    run_sandboxes: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
+    """Its run pool's sandboxes: size, live, idle, started, retired (`SandboxStats`)."""
 
     def environment(self, domain: str) -> str | None:
         return dict(self.environments).get(domain)
@@ -78,7 +78,7 @@ class WorkerReport:
             loops,
             tuple(sorted((environments or {}).items())),
             run_loops,
-            (run_stats.live, run_stats.idle, run_stats.started, run_stats.retired),
+            (run_stats.size, run_stats.live, run_stats.idle, run_stats.started, run_stats.retired),
         )
 
     def encode(self) -> str:
@@ -94,10 +94,12 @@ class WorkerReport:
                       "sandbox_replacements", "loops", "run_loops")}  # fmt: skip
             environments = tuple(sorted((str(d), str(e)) for d, e in
                                         value.get("environments", ())))  # fmt: skip
-            live, idle, started, retired = (int(n) for n in value.get("run_sandboxes", (0,) * 4))
+            size, live, idle, started, retired = (
+                int(n) for n in value.get("run_sandboxes", (0,) * 5)
+            )
             return cls(tuple(str(d) for d in value["domains"]), **counts,
                        environments=environments,
-                       run_sandboxes=(live, idle, started, retired))  # fmt: skip
+                       run_sandboxes=(size, live, idle, started, retired))  # fmt: skip
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
 

@@ -19,7 +19,7 @@ reconnect (one that gives up is started again), and so do the lease and liveness
 
 A worker whose `--domains` name `run` (all do by default) also runs programs: `POST /v1/run`'s
 and the compatibility routes' (`service.queue.run_queue`), each one RQ job on the `proctor-run`
-queue, on `run.pool_size` loops of their own and the sandboxes of a `RunSandbox`, claimed and
+queue, on loops of their own (one per sandbox of a `RunSandbox` of `run.pool_size`), claimed and
 leased as chunks are.
 """
 
@@ -34,6 +34,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
@@ -245,10 +246,12 @@ class WorkerHost:
                 log.exception("the worker's beat failed; it goes on")
 
     def run_report(self) -> tuple[int, SandboxStats] | None:
-        """(run loops, run pool stats) for its report; None when it serves no runs."""
+        """(run loops, run pool stats) for its report; None when it serves no runs. The pool's
+        size is the configured one, also before its first run opens it."""
         if self.runs is None:
             return None
-        return self.settings.run.pool_size, self.runs.stats()
+        size = self.settings.run.pool_size
+        return size, replace(self.runs.stats(), size=size)
 
     @contextlib.contextmanager
     def leasing(self, job_id: str, keep_ms: int) -> Iterator[None]:
@@ -294,7 +297,8 @@ def _ms(seconds: float) -> int:
 
 def run_worker(settings: Settings, domains: Sequence[str] | None = None) -> int:
     """Serve until SIGTERM or SIGINT: warm up, then run `worker_concurrency` RQ loops taking
-    chunks (and `run.pool_size` taking runs, if it serves them), starting again any that ends
+    chunks (and one per run sandbox taking runs, if it serves them), starting again any that
+    ends
     while the worker is not stopping (Redis was down, most often)."""
     global _host
     host = WorkerHost(settings, domains)
@@ -306,7 +310,7 @@ def run_worker(settings: Settings, domains: Sequence[str] | None = None) -> int:
     url = transport.redacted(settings.queue_url or "")
     log.info(
         "worker %s serving %s%s on %s%s", host.name, host.domains,
-        f" and runs ({settings.run.pool_size} at once)" if host.runs is not None else "", url,
+        f" and runs ({settings.run.pool_size} sandboxes)" if host.runs is not None else "", url,
         "".join(f", {d} environment {e}" for d, e in sorted(host.environments.items())),
     )  # fmt: skip
     try:

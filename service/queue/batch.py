@@ -290,12 +290,8 @@ class BatchRun:
         open_chunks = [c for c in self._chunks if c.job_id and self._todo(c)]
         if not open_chunks:
             return
-        with self.client.pipeline(transaction=False) as pipe:
-            for chunk in open_chunks:
-                pipe.exists(keys.claim_key(chunk.job_id))
-                leases.CHUNK.held(pipe, chunk.job_id)
-            answers = pipe.execute()
-        claims = dict(zip(open_chunks, zip(answers[::2], answers[1::2], strict=True), strict=True))
+        states = leases.chunk_states(self.client, [c.job_id for c in open_chunks])
+        claims = dict(zip(open_chunks, states, strict=True))
         queued = self._queued([c for c in open_chunks if not claims[c][0]])
         now = time.monotonic()
         lapsed, unclaimed = [], []

@@ -14,7 +14,7 @@ records and registries, the workers' registration and heartbeats.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from redis.client import Pipeline
 
 from service.queue import keys, timings
 
-__all__ = ["CHUNK", "JOB", "Lease"]
+__all__ = ["CHUNK", "JOB", "Lease", "chunk_states"]
 
 Connection = Redis | Pipeline
 """A client, or a pipeline whose `execute` gives the answers."""
@@ -65,3 +65,14 @@ CHUNK = Lease(keys.lease_key, timings.LEASE_TTL_S)
 """A chunk's lease, named by its RQ job's id, held by the worker scoring it."""
 JOB = Lease(keys.job_lease_key, timings.JOB_LEASE_TTL_S)
 """A job's lease, named by the job's id, held by the API replica running it (`owner`)."""
+
+
+def chunk_states(client: Redis, job_ids: Sequence[str]) -> list[tuple[bool, bool]]:
+    """For each of `job_ids` (a chunk's or a run's RQ job): whether a worker has claimed it,
+    and whether its `CHUNK` lease is held. Claimed without a lease: its worker is gone."""
+    with client.pipeline(transaction=False) as pipe:
+        for job_id in job_ids:
+            pipe.exists(keys.claim_key(job_id))
+            CHUNK.held(pipe, job_id)
+        answers = pipe.execute()
+    return [(bool(c), bool(h)) for c, h in zip(answers[::2], answers[1::2], strict=True)]

@@ -288,15 +288,11 @@ class QueueRuns:
         enqueued = [t for t in tickets if t.job_id]
         if not enqueued:
             return
-        with self.client.pipeline(transaction=False) as pipe:
-            for ticket in enqueued:
-                pipe.exists(keys.claim_key(ticket.job_id))
-                leases.CHUNK.held(pipe, ticket.job_id)
-            answers = pipe.execute()
-        unclaimed = [t for t, claimed in zip(enqueued, answers[::2], strict=True) if not claimed]
-        queued = self._queued(unclaimed)
+        states = leases.chunk_states(self.client, [t.job_id for t in enqueued])
+        pairs = list(zip(enqueued, states, strict=True))
+        queued = self._queued([ticket for ticket, (claimed, _) in pairs if not claimed])
         now = time.monotonic()
-        for ticket, claimed, leased in zip(enqueued, answers[::2], answers[1::2], strict=True):
+        for ticket, (claimed, leased) in pairs:
             if claimed and not leased:
                 self._lost(ticket, strike=True)
             elif claimed or ticket.job_id in queued:

@@ -38,6 +38,7 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any
 
+from redis import Redis
 from rq import Queue, SimpleWorker
 from rq.timeouts import TimerDeathPenalty
 
@@ -83,13 +84,18 @@ def score_chunk(
         items = [item for _, item in tasks]
         outcomes = host.score(batch_id, spec_name, items, remaining, tenant)
     payload = pickle.dumps([(p, o) for (p, _), o in zip(tasks, outcomes, strict=True)])
-    key = keys.results_key(batch_id)
-    with client.pipeline() as pipe:  # one transaction: results first, then the lease
+    _answer(client, keys.results_key(batch_id), payload, keep, job_id)
+    return len(tasks)
+
+
+def _answer(client: Redis, key: str, payload: bytes, keep_ms: int, job_id: str) -> None:
+    """Push a job's answer on `key` (kept `keep_ms`) and release the job's lease, in one
+    transaction: an API that finds the lease gone finds the answer there."""
+    with client.pipeline() as pipe:
         pipe.rpush(key, payload)
-        pipe.pexpire(key, keep)
+        pipe.pexpire(key, keep_ms)
         leases.CHUNK.release(pipe, job_id)
         pipe.execute()
-    return len(tasks)
 
 
 def run_program(
@@ -108,11 +114,7 @@ def run_program(
     keep = _ms(remaining + timings.KEEP_S)
     with host.leasing(job_id, keep):
         answer: Answer = host.runs.run(request)
-    with client.pipeline() as pipe:  # one transaction: the answer first, then the lease
-        pipe.rpush(results_key, pickle.dumps((run_id, answer)))
-        pipe.pexpire(results_key, keep)
-        leases.CHUNK.release(pipe, job_id)
-        pipe.execute()
+    _answer(client, results_key, pickle.dumps((run_id, answer)), keep, job_id)
     return 1
 
 
